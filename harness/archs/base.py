@@ -1,0 +1,239 @@
+"""ArchSpec: how to build a tiny random-weight model of one architecture and synthesise its inputs.
+
+One generic rule (shrink the installed transformers' default config of a model_type) plus small
+per-arch overrides held as data in :mod:`harness.archs.registry`. Nothing is fetched from a hub.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import torch
+
+# ---------------------------------------------------------------------------------------------
+# Tasks: the head that is trained. Each maps to a transformers auto-mapping (for the generic
+# lookup of the head class) and to the kind of batch that head needs.
+TASKS = ("seq_cls", "token_cls", "causal_lm", "seq2seq_lm", "image_cls", "audio_cls", "contrastive", "feature")
+
+_TASK_AUTO_MAPPING = {
+    "seq_cls": "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES",
+    "token_cls": "MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES",
+    "causal_lm": "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
+    "seq2seq_lm": "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",
+    "image_cls": "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES",
+    "audio_cls": "MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES",
+    "feature": "MODEL_MAPPING_NAMES",
+}
+
+INPUTS = ("masked", "unmasked", "padded")
+NUM_LABELS = 3
+BATCH = 2
+SEQ_LEN = 10
+VOCAB = 256
+
+# Generic shrink rule: every key that exists in the default config of a model_type is set to the
+# small value. Dropout keys are set to 0.1 so that checkpointing must restore the RNG state.
+SHRINK: dict[str, Any] = {
+    # widths
+    "hidden_size": 32, "d_model": 32, "n_embd": 32, "embed_dim": 32, "dim": 32, "embedding_size": 32,
+    "intermediate_size": 37, "d_ff": 37, "n_inner": 37, "hidden_dim": 37,
+    "encoder_ffn_dim": 37, "decoder_ffn_dim": 37, "ffn_dim": 37,
+    "d_kv": 8, "head_dim": 8,
+    # depth
+    "num_hidden_layers": 2, "num_layers": 2, "n_layer": 2, "n_layers": 2,
+    "encoder_layers": 2, "decoder_layers": 2, "num_decoder_layers": 2,
+    # heads
+    "num_attention_heads": 4, "n_head": 4, "n_heads": 4, "num_heads": 4,
+    "encoder_attention_heads": 4, "decoder_attention_heads": 4, "num_key_value_heads": 2,
+    # positions / vocab
+    "vocab_size": VOCAB, "max_position_embeddings": 64, "n_positions": 64,
+    # vision
+    "image_size": 32, "patch_size": 8, "num_channels": 3,
+    # dropout on
+    "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1, "hidden_dropout": 0.1,
+    "attention_dropout": 0.1, "activation_dropout": 0.1, "dropout": 0.1, "dropout_rate": 0.1,
+    "resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1, "summary_first_dropout": 0.1,
+    "classifier_dropout": 0.1, "seq_classif_dropout": 0.1, "qa_dropout": 0.1,
+}
+_TOKEN_ID_KEYS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id", "sep_token_id",
+                  "cls_token_id", "unk_token_id", "mask_token_id")
+
+
+@dataclass(frozen=True)
+class ArchSpec:
+    """One architecture of the matrix (data; the behaviour is in the functions below)."""
+
+    name: str                                   # cell arch id: the transformers model_type, or a composite name
+    model_type: str | None = None               # transformers model_type (defaults to name)
+    tasks: tuple[str, ...] = ("seq_cls",)       # first is the primary task (its cell ids carry no task suffix)
+    modality: str = "text"                      # text | vision | audio | multimodal
+    decoder_only: bool = False                  # padded inputs are left-padded
+    inputs: tuple[str, ...] = INPUTS            # input variants this arch accepts
+    overrides: Mapping[str, Any] = field(default_factory=dict)   # config attributes after the shrink rule
+    head_classes: Mapping[str, str] = field(default_factory=dict)  # task -> class name, when not the auto one
+    build: Callable[[str], torch.nn.Module] | None = None   # custom builder (task -> model), e.g. bert2bert
+    notes: str = ""
+
+    @property
+    def mtype(self) -> str:
+        return self.model_type or self.name
+
+    @property
+    def primary_task(self) -> str:
+        return self.tasks[0]
+
+
+def _set_nested(cfg, key: str, value):
+    obj = cfg
+    *path, last = key.split(".")
+    for p in path:
+        obj = getattr(obj, p)
+    setattr(obj, last, value)
+
+
+def shrink_config(cfg, overrides: Mapping[str, Any] = ()):
+    """Apply the generic shrink rule to a config (and its text/vision/audio sub-configs)."""
+    for sub in ("text_config", "vision_config", "audio_config", "encoder", "decoder"):
+        subcfg = getattr(cfg, sub, None)
+        if subcfg is not None and hasattr(subcfg, "to_dict"):
+            shrink_config(subcfg)
+    d = cfg.to_dict()
+    for k, v in SHRINK.items():
+        if k in d and not isinstance(d[k], (dict, list)) and d[k] is not None:
+            setattr(cfg, k, v)
+        elif k in ("attention_dropout", "hidden_dropout") and k in d:
+            setattr(cfg, k, v)
+    vocab = getattr(cfg, "vocab_size", None)
+    if isinstance(vocab, int):
+        for i, k in enumerate(_TOKEN_ID_KEYS):
+            tid = getattr(cfg, k, None)
+            if isinstance(tid, int) and tid >= vocab:
+                setattr(cfg, k, i + 1)
+    if getattr(cfg, "pad_token_id", None) is None and "pad_token_id" in d:
+        cfg.pad_token_id = 0
+    for k, v in dict(overrides).items():
+        _set_nested(cfg, k, v)
+    return cfg
+
+
+def tiny_config(spec: ArchSpec, task: str):
+    from transformers import AutoConfig
+
+    cfg = AutoConfig.for_model(spec.mtype)
+    shrink_config(cfg, spec.overrides)
+    if task in ("seq_cls", "token_cls", "image_cls", "audio_cls"):
+        cfg.num_labels = NUM_LABELS
+    return cfg
+
+
+def head_class(spec: ArchSpec, task: str):
+    import transformers
+    from transformers.models.auto import modeling_auto
+
+    name = spec.head_classes.get(task)
+    if name is None:
+        mapping = getattr(modeling_auto, _TASK_AUTO_MAPPING[task])
+        name = mapping.get(spec.mtype)
+        if isinstance(name, (list, tuple)):
+            name = name[0]
+    if name is None:
+        raise LookupError(f"{spec.mtype} has no {task} head in this transformers")
+    return getattr(transformers, name)
+
+
+def build_model(spec: ArchSpec, task: str, dtype: torch.dtype = torch.float32, device: str = "cpu"):
+    """Build the tiny random-weight model (call under a fixed torch seed)."""
+    if spec.build is not None:
+        model = spec.build(task)
+    else:
+        cfg = tiny_config(spec, task)
+        model = head_class(spec, task)(cfg)
+    return model.to(device=device, dtype=dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs
+def _mask(kind: str, left: bool, gen: torch.Generator) -> torch.Tensor | None:
+    if kind == "unmasked":
+        return None
+    mask = torch.ones(BATCH, SEQ_LEN, dtype=torch.long)
+    if kind == "padded":  # second row padded by 3 (left for decoder-only models, right otherwise)
+        if left:
+            mask[1, :3] = 0
+        else:
+            mask[1, -3:] = 0
+    return mask
+
+
+def _ids(gen: torch.Generator, vocab: int, shape=(BATCH, SEQ_LEN)) -> torch.Tensor:
+    # ids 0..4 are kept free of content so that special/pad ids are never drawn
+    return torch.randint(5, vocab, shape, generator=gen)
+
+
+def _vocab(model) -> int:
+    cfg = model.config
+    for c in (cfg, getattr(cfg, "text_config", None), getattr(cfg, "decoder", None)):
+        v = getattr(c, "vocab_size", None) if c is not None else None
+        if isinstance(v, int):
+            return min(v, VOCAB)
+    return VOCAB
+
+
+def make_batch(spec: ArchSpec, task: str, model, inputs: str, step: int, seed: int = 0) -> dict[str, Any]:
+    """The synthetic batch for one training step: a pure function of (spec, task, inputs, step, seed)."""
+    gen = torch.Generator().manual_seed(seed * 1000 + step)
+    cfg = model.config
+    batch: dict[str, Any] = {}
+    if spec.modality == "vision" or task == "image_cls":
+        vc = getattr(cfg, "vision_config", cfg)
+        batch["pixel_values"] = torch.randn(BATCH, vc.num_channels, vc.image_size, vc.image_size, generator=gen)
+    elif spec.modality == "audio":
+        n_frames = 2 * cfg.max_source_positions
+        batch["input_features"] = torch.randn(BATCH, cfg.num_mel_bins, n_frames, generator=gen)
+    else:
+        vocab = _vocab(model)
+        ids = _ids(gen, vocab)
+        mask = _mask(inputs, spec.decoder_only, gen)
+        if mask is not None:
+            pad = getattr(cfg, "pad_token_id", None)
+            ids = ids.masked_fill(mask == 0, pad if isinstance(pad, int) else 0)
+            batch["attention_mask"] = mask
+        batch["input_ids"] = ids
+    if spec.modality == "multimodal":  # e.g. CLIP: both towers
+        tc = cfg.text_config
+        batch["input_ids"] = _ids(gen, min(tc.vocab_size, VOCAB))
+        m = _mask(inputs, False, gen)
+        if m is not None:
+            batch["attention_mask"] = m
+
+    if task in ("seq_cls", "image_cls", "audio_cls"):
+        batch["labels"] = torch.randint(0, NUM_LABELS, (BATCH,), generator=gen)
+    elif task == "token_cls":
+        labels = torch.randint(0, NUM_LABELS, (BATCH, SEQ_LEN), generator=gen)
+        if "attention_mask" in batch:
+            labels = labels.masked_fill(batch["attention_mask"] == 0, -100)
+        batch["labels"] = labels
+    elif task == "causal_lm":
+        labels = batch["input_ids"].clone()
+        if "attention_mask" in batch:
+            labels = labels.masked_fill(batch["attention_mask"] == 0, -100)
+        batch["labels"] = labels
+    elif task == "seq2seq_lm":
+        batch["labels"] = _ids(gen, _vocab(model), (BATCH, SEQ_LEN // 2 + 1))
+    elif task == "contrastive":
+        batch["return_loss"] = True
+    return batch
+
+
+def loss_of(task: str, output) -> torch.Tensor:
+    """The scalar that is back-propagated."""
+    loss = getattr(output, "loss", None)
+    if loss is not None:
+        return loss
+    hidden = output[0] if isinstance(output, (tuple, list)) else output.last_hidden_state
+    return hidden.float().pow(2).mean()
+
+
+def replace(spec: ArchSpec, **kw) -> ArchSpec:
+    return dataclasses.replace(spec, **kw)

@@ -1,0 +1,98 @@
+"""Backend `adapters` (AdapterHub): every named config, sized for hidden-32 models.
+
+Users' path: ``adapters.init(model)``; ``model.add_adapter(name, config)``;
+``model.train_adapter(name)``; ``model.gradient_checkpointing_enable(...)`` (adapters' override,
+which hands the ForwardContext to the recompute and calls ``enable_input_require_grads``).
+`gc_first` enables checkpointing after ``adapters.init`` and before the adapter is added and
+activated; `adapter_first` after.
+"""
+from __future__ import annotations
+
+from ..archs.base import ArchSpec
+from .base import Backend, MethodSpec
+
+NAME = "cell"
+
+# Bottleneck widths: hidden 32 / 8 = 4, divisible by compacter's phm_dim 4.
+_BN = {"reduction_factor": 8}
+_PREFIX = {"prefix_length": 5, "bottleneck_size": 16}
+_LORA = {"r": 4, "alpha": 8}
+
+
+def _cfg(cls_name: str, **kw):
+    def make(arch: ArchSpec, task: str):
+        import adapters
+
+        return getattr(adapters, cls_name)(**kw)
+    return make
+
+
+def _mam(arch, task):
+    import adapters
+
+    return adapters.MAMConfig(adapters.PrefixTuningConfig(**_PREFIX), adapters.ParBnConfig(**_BN))
+
+
+def _unipelt(arch, task):
+    import adapters
+
+    return adapters.UniPELTConfig(adapters.PrefixTuningConfig(**_PREFIX),
+                                  adapters.SeqBnConfig(**_BN),
+                                  adapters.LoRAConfig(**_LORA))
+
+
+METHODS = {m.name: m for m in [
+    MethodSpec("seq_bn", _cfg("SeqBnConfig", **_BN)),
+    MethodSpec("seq_bn_inv", _cfg("SeqBnInvConfig", **_BN)),
+    MethodSpec("double_seq_bn", _cfg("DoubleSeqBnConfig", **_BN)),
+    MethodSpec("double_seq_bn_inv", _cfg("DoubleSeqBnInvConfig", **_BN)),
+    MethodSpec("par_bn", _cfg("ParBnConfig", **_BN)),
+    MethodSpec("scaled_par_bn", _cfg("ParBnConfig", scaling="learned", **_BN)),
+    MethodSpec("adapter+", _cfg("AdapterPlusConfig", **_BN)),
+    MethodSpec("compacter", _cfg("CompacterConfig", **_BN)),
+    MethodSpec("compacter++", _cfg("CompacterPlusPlusConfig", **_BN)),
+    MethodSpec("prefix_tuning", _cfg("PrefixTuningConfig", **_PREFIX)),
+    MethodSpec("prefix_tuning_flat", _cfg("PrefixTuningConfig", flat=True, prefix_length=5)),
+    MethodSpec("prompt_tuning", _cfg("PromptTuningConfig", prompt_length=4)),
+    MethodSpec("lora", _cfg("LoRAConfig", **_LORA)),
+    MethodSpec("dora", _cfg("DoRAConfig", **_LORA)),
+    MethodSpec("dvora", _cfg("DvoRAConfig", **_LORA)),
+    MethodSpec("ia3", _cfg("IA3Config")),
+    MethodSpec("vera", _cfg("VeraConfig", r=4)),
+    MethodSpec("loreft", _cfg("LoReftConfig", r=2)),
+    MethodSpec("noreft", _cfg("NoReftConfig", r=2)),
+    MethodSpec("direft", _cfg("DiReftConfig", r=2)),
+    MethodSpec("mam", _mam),
+    MethodSpec("unipelt", _unipelt),
+]}
+
+
+class AdaptersBackend(Backend):
+    def setup(self, model):
+        import adapters
+
+        adapters.init(model)
+        return model
+
+    def attach(self, model, arch, task, method):
+        model.add_adapter(NAME, config=method.make_config(arch, task))
+        model.train_adapter(NAME)
+        return model
+
+
+def make() -> Backend:
+    try:
+        import adapters  # noqa: F401
+        missing = None
+    except Exception as exc:  # noqa: BLE001
+        missing = f"adapters not importable: {type(exc).__name__}: {exc}"
+    return AdaptersBackend(
+        name="adapters",
+        methods=METHODS,
+        missing=missing,
+        unsupported_patterns=(
+            r"use_reentrant=True is not supported",          # adapters' gradient_checkpointing_enable
+            r"not supported by the model|does not support|is not supported for",  # adapters' method refusals
+            r"Model has no enable_input_require_grads",
+        ),
+    )

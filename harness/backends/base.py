@@ -1,0 +1,58 @@
+"""Backend and MethodSpec: how a library attaches a method and enables checkpointing.
+
+A backend calls the library exactly as its users do and adds no workaround of its own.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..archs.base import ArchSpec
+
+GC_MODES = ("non_reentrant", "reentrant")
+ORDERS = ("gc_first", "adapter_first")
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    name: str
+    make_config: Callable[[ArchSpec, str], Any]          # (arch, task) -> library config object
+    # (arch, task) -> None when the method applies, else the reason it does not
+    applies: Callable[[ArchSpec, str], str | None] = lambda arch, task: None
+    notes: str = ""
+
+
+@dataclass
+class Backend:
+    name: str
+    methods: dict[str, MethodSpec]
+    # regexes of the library's own documented refusals: an exception matching one is `unsupported`
+    unsupported_patterns: tuple[str, ...] = ()
+    gc_modes: tuple[str, ...] = GC_MODES
+    orders: tuple[str, ...] = ORDERS
+    # (arch) -> None when the backend supports the arch, else why not
+    arch_support: Callable[[ArchSpec], str | None] = lambda arch: None
+    missing: str | None = None   # why the library cannot be imported, if it cannot
+
+    # The three calls a run makes, overridden per backend:
+    def setup(self, model):
+        """Make the model ready for the library (adapters.init); returns the model."""
+        return model
+
+    def attach(self, model, arch: ArchSpec, task: str, method: MethodSpec):
+        """Add and activate the method, make only its parameters trainable; returns the model to train."""
+        raise NotImplementedError
+
+    def enable_gc(self, model, gc_mode: str):
+        model.gradient_checkpointing_enable(
+            gradient_checkpointing_kwargs={"use_reentrant": gc_mode == "reentrant"}
+        )
+
+    def is_unsupported(self, exc: BaseException) -> bool:
+        msg = f"{type(exc).__name__}: {exc}"
+        return any(re.search(p, msg) for p in self.unsupported_patterns + COMMON_UNSUPPORTED)
+
+
+# transformers' own refusal, shared by every backend
+COMMON_UNSUPPORTED = (r"does not support gradient checkpointing",)

@@ -1,0 +1,171 @@
+"""The one comparator: a pure function (baseline, baseline replay, candidate) -> Verdict.
+
+No model is touched here; traces are plain tensors. Order of checks (the first that fires wins):
+error -> unsupported -> nondeterministic -> gc_error -> missing_grad -> mismatch ->
+not_checkpointed -> error (vacuous baseline) -> equivalent.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from .outcomes import Outcome
+from .trace import Trace
+
+# per-dtype default tolerance (DESIGN section 3)
+DEFAULT_TOL = {
+    "float64": (1e-10, 1e-8),
+    "float32": (1e-6, 1e-5),
+    "bfloat16": (1e-2, 5e-2),
+    "float16": (1e-3, 1e-2),
+}
+NOISE_FACTOR = 10.0  # tolerance widened to NOISE_FACTOR x the measured noise floor when larger
+
+
+@dataclass
+class Verdict:
+    outcome: Outcome
+    detail: str
+    max_abs_diff: float = 0.0
+    max_rel_diff: float = 0.0
+    tolerance: dict = field(default_factory=dict)
+    noise_floor: float = 0.0
+    recomputed_segments: int = 0
+    saved_bytes: dict = field(default_factory=dict)
+
+
+@dataclass
+class _Diff:
+    where: str = ""
+    abs: float = 0.0
+    rel: float = 0.0
+    fails: bool = False
+
+
+def _diff(a: torch.Tensor, b: torch.Tensor, atol: float, rtol: float) -> tuple[float, float, bool]:
+    if a.shape != b.shape:
+        return float("inf"), float("inf"), True
+    d = (a - b).abs()
+    if d.numel() == 0:
+        return 0.0, 0.0, False
+    nan_mismatch = bool((torch.isnan(a) != torch.isnan(b)).any())
+    d = torch.nan_to_num(d, nan=0.0)
+    mabs = float(d.max())
+    rel = float((d / b.abs().clamp_min(1e-12)).max())
+    fails = nan_mismatch or bool((d > atol + rtol * b.abs()).any())
+    return mabs, rel, fails
+
+
+def _walk(base: Trace, cand: Trace, atol: float, rtol: float) -> tuple[_Diff, _Diff]:
+    """(first failing difference in step order, overall max difference)."""
+    first, worst = _Diff(), _Diff()
+
+    def see(where, a, b):
+        nonlocal first
+        mabs, rel, fails = _diff(a, b, atol, rtol)
+        if mabs > worst.abs or (fails and not worst.fails):
+            worst.where, worst.abs, worst.rel, worst.fails = where, mabs, rel, worst.fails or fails
+        worst.rel = max(worst.rel, rel)
+        if fails and not first.fails:
+            first.where, first.abs, first.rel, first.fails = where, mabs, rel, True
+
+    for step, (lb, lc) in enumerate(zip(base.losses, cand.losses)):
+        see(f"step {step} loss", torch.tensor([lc], dtype=torch.float64), torch.tensor([lb], dtype=torch.float64))
+        gb, gc = base.grads[step], cand.grads[step]
+        for name, g in gb.items():
+            h = gc.get(name)
+            if g is not None and h is not None:
+                see(f"step {step} grad {name}", h, g)
+    for name, v in base.state.items():
+        w = cand.state.get(name)
+        if w is not None:
+            see(f"final state {name}", w, v)
+    return first, worst
+
+
+def _nonzero_set(t: Trace) -> set[str]:
+    return {n for step in t.grads for n, g in step.items() if g is not None and bool((g != 0).any())}
+
+
+def compare(base: Trace, replay: Trace | None, cand: Trace, dtype: str = "float32") -> Verdict:
+    def v(outcome, detail, **kw):
+        return Verdict(outcome, detail, recomputed_segments=cand.recomputed_segments,
+                       saved_bytes={"baseline": base.saved_bytes, "candidate": cand.saved_bytes}, **kw)
+
+    if not base.ok:
+        return v(Outcome.UNSUPPORTED if base.unsupported else Outcome.ERROR, f"baseline {base.error}")
+    if not cand.ok:
+        if cand.unsupported:
+            return v(Outcome.UNSUPPORTED, f"checkpointed {cand.error}")
+        return v(Outcome.GC_ERROR, f"checkpointed {cand.error}")
+
+    atol, rtol = DEFAULT_TOL.get(dtype, DEFAULT_TOL["float32"])
+    noise = 0.0
+    if replay is not None:
+        if not replay.ok:
+            return v(Outcome.NONDETERMINISTIC, f"baseline replay {replay.error}")
+        if _nonzero_set(replay) != _nonzero_set(base):
+            return v(Outcome.NONDETERMINISTIC, "baseline replay gives gradients to a different set of parameters")
+        _, floor = _walk(base, replay, 0.0, 0.0)
+        noise = floor.abs
+        nd_first, _ = _walk(base, replay, atol, rtol)
+        if nd_first.fails:
+            return v(Outcome.NONDETERMINISTIC,
+                     f"baseline does not reproduce itself: first at {nd_first.where}: max abs {nd_first.abs:.3g} "
+                     f"rel {nd_first.rel:.3g} > atol {atol:g} rtol {rtol:g}", max_abs_diff=nd_first.abs,
+                     noise_floor=noise, tolerance={"atol": atol, "rtol": rtol})
+    atol = max(atol, NOISE_FACTOR * noise)
+    tol = {"atol": atol, "rtol": rtol}
+
+    if len(cand.losses) != len(base.losses):
+        return v(Outcome.GC_ERROR, f"checkpointed run made {len(cand.losses)} steps, baseline {len(base.losses)}")
+    if set(cand.trainable) != set(base.trainable):
+        extra = sorted(set(cand.trainable) ^ set(base.trainable))
+        return v(Outcome.MISSING_GRAD, f"trainable parameter sets differ ({len(extra)}): first {extra[0]}",
+                 tolerance=tol)
+
+    # missing_grad: None vs tensor, zero vs non-zero, per step and parameter
+    for step, (gb, gc) in enumerate(zip(base.grads, cand.grads)):
+        for name in base.trainable:
+            g, h = gb.get(name), gc.get(name)
+            g_nz = g is not None and bool((g != 0).any())
+            h_nz = h is not None and bool((h != 0).any())
+            if g_nz != h_nz:
+                n_missing = sum(1 for n in base.trainable if _has(gb.get(n)) != _has(gc.get(n)))
+                got = "no gradient (None)" if h is None else ("a zero gradient" if not h_nz else "a gradient")
+                want = "a gradient" if g_nz else "none"
+                hint = f"; warning: {cand.warnings[0]}" if cand.warnings else ""
+                return v(Outcome.MISSING_GRAD,
+                         f"step {step}: {name} gets {got} with checkpointing, baseline {want} "
+                         f"({n_missing} parameters differ at this step){hint}", tolerance=tol)
+
+    first, worst = _walk(base, cand, atol, rtol)
+    if first.fails:
+        return v(Outcome.MISMATCH,
+                 f"first at {first.where}: max abs {first.abs:.3g} rel {first.rel:.3g} > atol {atol:.3g} "
+                 f"rtol {rtol:g} (worst {worst.abs:.3g} at {worst.where})",
+                 max_abs_diff=worst.abs, max_rel_diff=worst.rel, tolerance=tol, noise_floor=noise)
+
+    if cand.recomputed_segments == 0 or cand.saved_bytes >= base.saved_bytes:
+        return v(Outcome.NOT_CHECKPOINTED,
+                 f"checkpointing accepted but {cand.recomputed_segments} segments recomputed and "
+                 f"{cand.saved_bytes} bytes saved for backward vs {base.saved_bytes} without",
+                 max_abs_diff=worst.abs, tolerance=tol, noise_floor=noise)
+
+    dead = [n for n in base.trainable if n not in _nonzero_set(base)]
+    if dead:
+        return v(Outcome.ERROR,
+                 f"vacuous baseline: {len(dead)} of {len(base.trainable)} trainable parameters never get a "
+                 f"non-zero gradient in {len(base.losses)} steps (first {dead[0]})",
+                 max_abs_diff=worst.abs, tolerance=tol, noise_floor=noise)
+
+    return v(Outcome.EQUIVALENT,
+             f"{len(base.losses)} steps, {len(base.trainable)} trainable tensors, {len(base.state)} state entries; "
+             f"max abs {worst.abs:.3g} <= atol {atol:.3g}; {cand.recomputed_segments} segments recomputed; "
+             f"saved {cand.saved_bytes}/{base.saved_bytes} bytes",
+             max_abs_diff=worst.abs, max_rel_diff=worst.rel, tolerance=tol, noise_floor=noise)
+
+
+def _has(g) -> bool:
+    return g is not None and bool((g != 0).any())

@@ -1,0 +1,173 @@
+"""Seeded twin training: one run of a cell, plain or checkpointed, captured as a Trace.
+
+The run calls the libraries as their users do: build the model, (order) enable checkpointing
+and attach the method, ``model.train()``, then a few SGD steps on synthetic batches. It only
+*observes*: global module hooks count what is re-run during backward and a saved-tensors hook
+counts the bytes kept for backward; neither changes what is computed.
+"""
+from __future__ import annotations
+
+import contextlib
+import signal
+import time
+import warnings
+
+import torch
+
+from .archs.base import ArchSpec, build_model, loss_of, make_batch
+from .backends.base import Backend, MethodSpec
+from .trace import Trace
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
+
+
+class CellTimeout(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float | None):
+    """Raise CellTimeout in the main thread after `seconds` (no-op when None or not in main thread)."""
+    if not seconds:
+        yield
+        return
+    try:
+        old = signal.signal(signal.SIGALRM, _raise_timeout)
+    except ValueError:  # not the main thread
+        yield
+        return
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _raise_timeout(signum, frame):
+    raise CellTimeout("cell exceeded its time limit")
+
+
+class Probe:
+    """Counts module calls re-run during backward, and bytes saved for backward during forward."""
+
+    def __init__(self):
+        self.in_backward = False
+        self.depth = 0
+        self.segments = 0
+        self.modules = 0
+        self.saved = 0
+        self._handles = []
+
+    def _pre(self, module, args):
+        if self.in_backward:
+            if self.depth == 0:
+                self.segments += 1
+            self.modules += 1
+            self.depth += 1
+
+    def _post(self, module, args, output):
+        if self.in_backward and self.depth > 0:
+            self.depth -= 1
+
+    def _pack(self, t):
+        self.saved += t.numel() * t.element_size()
+        return t
+
+    def __enter__(self):
+        reg = torch.nn.modules.module
+        self._handles = [reg.register_module_forward_pre_hook(self._pre),
+                         reg.register_module_forward_hook(self._post, always_call=True)]
+        return self
+
+    def __exit__(self, *exc):
+        for h in self._handles:
+            h.remove()
+
+    def saving(self):
+        return torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
+
+    @contextlib.contextmanager
+    def backward(self):
+        self.in_backward, self.depth = True, 0
+        try:
+            yield
+        finally:
+            self.in_backward = False
+
+
+def _snapshot(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().to("cpu", torch.float64, copy=True)
+
+
+def train(
+    arch: ArchSpec,
+    task: str,
+    backend: Backend,
+    method: MethodSpec,
+    *,
+    inputs: str = "masked",
+    gc_mode: str | None = None,
+    order: str = "gc_first",
+    steps: int = 3,
+    seed: int = 0,
+    lr: float = 0.1,
+    dtype: str = "float32",
+    device: str = "cpu",
+    timeout: float | None = None,
+) -> Trace:
+    """Train one run. gc_mode None is the plain baseline; otherwise checkpointing is enabled in `order`."""
+    trace = Trace()
+    t0 = time.perf_counter()
+    stage = "build"
+    with warnings.catch_warnings(record=True) as caught, time_limit(timeout), Probe() as probe:
+        warnings.simplefilter("always")
+        try:
+            torch.manual_seed(seed)
+            model = build_model(arch, task, DTYPES[dtype], device)
+            model = backend.setup(model)
+            if gc_mode and order == "gc_first":
+                stage = "enable_gc"
+                backend.enable_gc(model, gc_mode)
+            stage = "attach"
+            torch.manual_seed(seed + 1)
+            model = backend.attach(model, arch, task, method)
+            if gc_mode and order == "adapter_first":
+                stage = "enable_gc"
+                backend.enable_gc(model, gc_mode)
+            stage = "train"
+            model.train()
+            named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+            trace.trainable = [n for n, _ in named]
+            opt = torch.optim.SGD([p for _, p in named], lr=lr) if named else None
+            for step in range(steps):
+                batch = {k: (v.to(device) if isinstance(v, torch.Tensor) else v)
+                         for k, v in make_batch(arch, task, model, inputs, step, seed).items()}
+                torch.manual_seed(seed + 100 + step)  # dropout masks: same stream in both runs
+                with probe.saving():
+                    out = model(**batch)
+                    loss = loss_of(task, out)
+                trace.losses.append(float(loss.detach().float()))
+                with probe.backward():
+                    loss.backward()
+                trace.grads.append({n: (None if p.grad is None else _snapshot(p.grad)) for n, p in named})
+                if opt is not None:
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
+            trace.state = {k: _snapshot(v) for k, v in model.state_dict().items()}
+        except Exception as exc:  # noqa: BLE001 - a crashing cell is that cell's outcome
+            trace.error = f"{stage}: {type(exc).__name__}: {_one_line(str(exc))}"
+            trace.error_stage = stage
+            trace.unsupported = not isinstance(exc, CellTimeout) and backend.is_unsupported(exc)
+    trace.recomputed_segments = probe.segments
+    trace.recomputed_modules = probe.modules
+    trace.saved_bytes = probe.saved
+    trace.warnings = sorted({_one_line(str(w.message)) for w in caught
+                             if "checkpoint" in str(w.message).lower() or "requires_grad" in str(w.message)})
+    trace.seconds = time.perf_counter() - t0
+    return trace
+
+
+def _one_line(s: str, limit: int = 300) -> str:
+    s = " ".join(s.split())
+    return s if len(s) <= limit else s[: limit - 3] + "..."

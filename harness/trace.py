@@ -1,0 +1,28 @@
+"""Trace: everything one training run leaves behind. Plain data (tensors on CPU), no model."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass
+class Trace:
+    losses: list[float] = field(default_factory=list)
+    # per step: parameter name -> gradient (float64, CPU) or None when .grad stayed None
+    grads: list[dict[str, torch.Tensor | None]] = field(default_factory=list)
+    # final state dict: trainable and frozen parameters and buffers (float64, CPU)
+    state: dict[str, torch.Tensor] = field(default_factory=dict)
+    trainable: list[str] = field(default_factory=list)
+    recomputed_segments: int = 0     # top-level module calls re-run during backward
+    recomputed_modules: int = 0      # all module calls re-run during backward
+    saved_bytes: int = 0             # bytes of tensors saved for backward during the forward passes
+    error: str | None = None         # "stage: Type: message" when the run raised
+    error_stage: str | None = None   # build | attach | enable_gc | train
+    unsupported: bool = False        # the error is the library's documented refusal
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
