@@ -2,7 +2,8 @@
 
 No model is touched here; traces are plain tensors. Order of checks (the first that fires wins):
 error -> unsupported -> nondeterministic -> gc_error -> missing_grad -> mismatch ->
-not_checkpointed -> error (vacuous baseline) -> equivalent.
+not_checkpointed -> error (vacuous: no trainable tensor ever gets a gradient) -> equivalent
+(which lists trainable tensors the baseline never exercised: those are not vouched for).
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ class Verdict:
     noise_floor: float = 0.0
     recomputed_segments: int = 0
     saved_bytes: dict = field(default_factory=dict)
+    unexercised: int = 0   # trainable tensors that never got a non-zero gradient in the baseline
 
 
 @dataclass
@@ -154,17 +156,18 @@ def compare(base: Trace, replay: Trace | None, cand: Trace, dtype: str = "float3
                  max_abs_diff=worst.abs, tolerance=tol, noise_floor=noise)
 
     dead = [n for n in base.trainable if n not in _nonzero_set(base)]
-    if dead:
+    if dead and len(dead) == len(base.trainable):
         return v(Outcome.ERROR,
-                 f"vacuous baseline: {len(dead)} of {len(base.trainable)} trainable parameters never get a "
-                 f"non-zero gradient in {len(base.losses)} steps (first {dead[0]})",
-                 max_abs_diff=worst.abs, tolerance=tol, noise_floor=noise)
-
+                 f"vacuous baseline: none of the {len(dead)} trainable tensors gets a non-zero gradient in "
+                 f"{len(base.losses)} steps", max_abs_diff=worst.abs, tolerance=tol, noise_floor=noise)
+    unexercised = (f"; {len(dead)} of {len(base.trainable)} trainable tensors never get a non-zero gradient, "
+                   f"not vouched for (first {dead[0]})") if dead else ""
     return v(Outcome.EQUIVALENT,
              f"{len(base.losses)} steps, {len(base.trainable)} trainable tensors, {len(base.state)} state entries; "
              f"max abs {worst.abs:.3g} <= atol {atol:.3g}; {cand.recomputed_segments} segments recomputed; "
-             f"saved {cand.saved_bytes}/{base.saved_bytes} bytes",
-             max_abs_diff=worst.abs, max_rel_diff=worst.rel, tolerance=tol, noise_floor=noise)
+             f"saved {cand.saved_bytes}/{base.saved_bytes} bytes{unexercised}",
+             max_abs_diff=worst.abs, max_rel_diff=worst.rel, tolerance=tol, noise_floor=noise,
+             unexercised=len(dead))
 
 
 def _has(g) -> bool:

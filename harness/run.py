@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import signal
+from collections import OrderedDict
+from dataclasses import dataclass
 import time
 import warnings
 
@@ -171,3 +173,68 @@ def train(
 def _one_line(s: str, limit: int = 300) -> str:
     s = " ".join(s.split())
     return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
+# ---------------------------------------------------------------------------------------------
+# Cells: a baseline (run twice: noise floor) shared by every checkpointed variant of a cell.
+@dataclass
+class Options:
+    steps: int = 3
+    dtype: str = "float32"
+    device: str = "cpu"
+    seed: int = 0
+    lr: float = 0.1
+    timeout: float | None = 300.0   # per training run; a hanging run becomes that cell's outcome
+
+
+class Runner:
+    """Runs cells; keeps the last few baselines so that cells sharing one pay for it once."""
+
+    def __init__(self, options: Options | None = None, cache_size: int = 8):
+        self.options = options or Options()
+        self._cache: OrderedDict[str, tuple[Trace, Trace]] = OrderedDict()
+        self.cache_size = cache_size
+
+    def _train(self, cell, gc_mode=None) -> Trace:
+        from . import backends
+        from .archs import archs_for
+
+        o = self.options
+        be = backends.get(cell.backend)
+        return train(archs_for(cell.backend)[cell.arch], cell.task, be, be.methods[cell.method],
+                     inputs=cell.inputs, gc_mode=gc_mode, order=cell.order, steps=o.steps, seed=o.seed,
+                     lr=o.lr, dtype=o.dtype, device=o.device, timeout=o.timeout)
+
+    def baseline(self, cell) -> tuple[Trace, Trace]:
+        key = cell.baseline_key
+        if key in self._cache:
+            self._cache.move_to_end(key)
+            return self._cache[key]
+        base = self._train(cell)
+        replay = self._train(cell) if base.ok else None
+        self._cache[key] = (base, replay)
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+        return base, replay
+
+    def run_cell(self, cell) -> dict:
+        from .compare import compare
+        from .expectations import expected
+
+        t0 = time.perf_counter()
+        base, replay = self.baseline(cell)
+        cand = self._train(cell, cell.gc_mode) if base.ok else Trace(error="not run: baseline failed")
+        verdict = compare(base, replay, cand, self.options.dtype)
+        want, why = expected(cell.fields())
+        return {
+            "id": cell.id, **cell.fields(),
+            "outcome": verdict.outcome.value, "expected": want.value,
+            "matches": verdict.outcome == want,
+            "detail": verdict.detail,
+            "reason": why.reason if why else "", "link": why.link if why else "",
+            "max_abs_diff": verdict.max_abs_diff, "max_rel_diff": verdict.max_rel_diff,
+            "tolerance": verdict.tolerance, "noise_floor": verdict.noise_floor,
+            "unexercised": verdict.unexercised,
+            "recomputed_segments": verdict.recomputed_segments, "saved_bytes": verdict.saved_bytes,
+            "seconds": round(time.perf_counter() - t0, 4),
+        }

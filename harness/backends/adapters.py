@@ -13,8 +13,12 @@ from .base import Backend, MethodSpec
 
 NAME = "cell"
 
-# Bottleneck widths: hidden 32 / 8 = 4, divisible by compacter's phm_dim 4.
-_BN = {"reduction_factor": 8}
+# Bottleneck width 8 on hidden 32 (divisible by compacter's phm_dim 4); narrower bottlenecks leave
+# every ReLU unit dead on some batches. par_bn keeps its library default (2 -> 16 units).
+_BN = {"reduction_factor": 4}
+_PAR = {"reduction_factor": 2}
+# ReFT: the library default suffix_positions=0 leaves the suffix unit's parameters unused
+_REFT = {"r": 2, "prefix_positions": 3, "suffix_positions": 2}
 _PREFIX = {"prefix_length": 5, "bottleneck_size": 16}
 _LORA = {"r": 4, "alpha": 8}
 
@@ -27,10 +31,22 @@ def _cfg(cls_name: str, **kw):
     return make
 
 
+def _needs_torchvision(arch, task):
+    from importlib.util import find_spec
+
+    try:
+        if find_spec("torchvision") is not None:
+            import torchvision  # noqa: F401  (a torchvision built for another torch fails here)
+            return None
+    except Exception:  # noqa: BLE001
+        pass
+    return "needs an importable torchvision (StochasticDepth); none here"
+
+
 def _mam(arch, task):
     import adapters
 
-    return adapters.MAMConfig(adapters.PrefixTuningConfig(**_PREFIX), adapters.ParBnConfig(**_BN))
+    return adapters.MAMConfig(adapters.PrefixTuningConfig(**_PREFIX), adapters.ParBnConfig(**_PAR))
 
 
 def _unipelt(arch, task):
@@ -46,9 +62,10 @@ METHODS = {m.name: m for m in [
     MethodSpec("seq_bn_inv", _cfg("SeqBnInvConfig", **_BN)),
     MethodSpec("double_seq_bn", _cfg("DoubleSeqBnConfig", **_BN)),
     MethodSpec("double_seq_bn_inv", _cfg("DoubleSeqBnInvConfig", **_BN)),
-    MethodSpec("par_bn", _cfg("ParBnConfig", **_BN)),
-    MethodSpec("scaled_par_bn", _cfg("ParBnConfig", scaling="learned", **_BN)),
-    MethodSpec("adapter+", _cfg("AdapterPlusConfig", **_BN)),
+    MethodSpec("par_bn", _cfg("ParBnConfig", **_PAR)),
+    MethodSpec("scaled_par_bn", _cfg("ParBnConfig", scaling="learned", **_PAR)),
+    MethodSpec("adapter+", _cfg("AdapterPlusConfig", **_BN), applies=_needs_torchvision,
+               notes="stochastic_depth (default 0.1) is torchvision.ops.StochasticDepth"),
     MethodSpec("compacter", _cfg("CompacterConfig", **_BN)),
     MethodSpec("compacter++", _cfg("CompacterPlusPlusConfig", **_BN)),
     MethodSpec("prefix_tuning", _cfg("PrefixTuningConfig", **_PREFIX)),
@@ -59,9 +76,9 @@ METHODS = {m.name: m for m in [
     MethodSpec("dvora", _cfg("DvoRAConfig", **_LORA)),
     MethodSpec("ia3", _cfg("IA3Config")),
     MethodSpec("vera", _cfg("VeraConfig", r=4)),
-    MethodSpec("loreft", _cfg("LoReftConfig", r=2)),
-    MethodSpec("noreft", _cfg("NoReftConfig", r=2)),
-    MethodSpec("direft", _cfg("DiReftConfig", r=2)),
+    MethodSpec("loreft", _cfg("LoReftConfig", **_REFT)),
+    MethodSpec("noreft", _cfg("NoReftConfig", **_REFT)),
+    MethodSpec("direft", _cfg("DiReftConfig", **_REFT)),
     MethodSpec("mam", _mam),
     MethodSpec("unipelt", _unipelt),
 ]}

@@ -1,0 +1,167 @@
+"""The matrix: cells, their ids, filters and tiers."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Iterable, Iterator
+
+from . import backends
+from .archs import archs_for
+from .archs.base import INPUTS, ArchSpec
+from .backends.base import GC_MODES, ORDERS
+
+AXES = ("backend", "arch", "method", "gc_mode", "inputs", "order")
+TIERS = ("default", "full")
+
+
+@dataclass(frozen=True, order=True)
+class Cell:
+    backend: str
+    arch: str
+    method: str
+    gc_mode: str
+    inputs: str
+    order: str
+    task: str
+    primary_task: bool = True
+
+    @property
+    def id(self) -> str:
+        base = f"{self.backend}-{self.arch}-{self.method}-{self.gc_mode}-{self.inputs}-{self.order}"
+        return base if self.primary_task else f"{base}-{self.task}"
+
+    @property
+    def baseline_key(self) -> str:
+        """Cells with equal keys share one baseline (and, under xdist, one worker)."""
+        return f"{self.backend}-{self.arch}-{self.method}-{self.inputs}-{self.task}"
+
+    def fields(self) -> dict:
+        d = asdict(self)
+        d.pop("primary_task")
+        return d
+
+
+class SelectionError(ValueError):
+    """A filter value that names nothing; the message is the one line shown to the user."""
+
+
+def _split(value: str | Iterable[str] | None) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = value.split(",")
+    out = [v.strip() for v in value if v and v.strip()]
+    return out or None
+
+
+def valid_choices(backend_names: Iterable[str]) -> dict[str, list[str]]:
+    archs, methods = set(), set()
+    for b in backend_names:
+        be = backends.get(b)
+        archs |= set(archs_for(b))
+        methods |= set(be.methods)
+    return {"backend": list(backends.BACKEND_NAMES), "arch": sorted(archs), "method": sorted(methods),
+            "gc_mode": list(GC_MODES), "inputs": list(INPUTS), "order": list(ORDERS), "tier": list(TIERS)}
+
+
+def _check(axis: str, wanted: list[str] | None, valid: list[str]):
+    if wanted is None:
+        return
+    bad = [w for w in wanted if w not in valid]
+    if bad:
+        raise SelectionError(f"unknown {axis} {', '.join(map(repr, bad))}; valid: {', '.join(valid)}")
+
+
+def _cells_of(backend: str, arch: ArchSpec, tasks: Iterable[str]) -> Iterator[Cell]:
+    be = backends.get(backend)
+    for task in tasks:
+        for method in be.methods.values():
+            if method.applies(arch, task) is not None:
+                continue
+            for inputs in arch.inputs:
+                for gc_mode in be.gc_modes:
+                    for order in be.orders:
+                        yield Cell(backend, arch.name, method.name, gc_mode, inputs, order, task,
+                                   task == arch.primary_task)
+
+
+def full_product(backend: str, all_tasks: bool = True) -> list[Cell]:
+    out = []
+    for arch in archs_for(backend).values():
+        out.extend(_cells_of(backend, arch, arch.tasks if all_tasks else arch.tasks[:1]))
+    return out
+
+
+def default_tier(backend: str) -> list[Cell]:
+    """A covering set on cheap cells: every arch once (its primary task and the backend's default
+    method), every method once (on the reference arch), every task once, every axis value once."""
+    be = backends.get(backend)
+    archs = archs_for(backend)
+    if not archs:
+        return []
+    ref = next(iter(archs.values()))
+    default_method = next(iter(be.methods))
+    chosen: dict[str, Cell] = {}
+
+    def first(arch: ArchSpec, task: str, method: str | None = None, **fix) -> Cell | None:
+        want = dict(gc_mode=be.gc_modes[0], inputs=arch.inputs[0], order=be.orders[0])
+        want.update(fix)
+        for c in _cells_of(backend, arch, [task]):
+            if method and c.method != method:
+                continue
+            if all(getattr(c, k) == v for k, v in want.items()):
+                return c
+        return None
+
+    def add(c: Cell | None):
+        if c is not None:
+            chosen.setdefault(c.id, c)
+
+    for arch in archs.values():                       # every arch once
+        add(first(arch, arch.primary_task, default_method) or first(arch, arch.primary_task))
+    for name in be.methods:                           # every method once, on the first arch it applies to
+        for arch in archs.values():
+            c = first(arch, arch.primary_task, name, order=be.orders[-1])
+            if c:
+                add(c)
+                break
+    seen_tasks = {c.task for c in chosen.values()}
+    for arch in archs.values():                       # every task once
+        for task in arch.tasks:
+            if task not in seen_tasks:
+                add(first(arch, task, default_method) or first(arch, task))
+                seen_tasks.add(task)
+    for axis, values in (("gc_mode", be.gc_modes), ("inputs", INPUTS), ("order", be.orders)):
+        for value in values:                          # every axis value once, on the reference arch
+            if not any(getattr(c, axis) == value for c in chosen.values()):
+                add(first(ref, ref.primary_task, default_method, **{axis: value}))
+    return sorted(chosen.values(), key=lambda c: (c.baseline_key, c.id))
+
+
+def select(backend=None, arch=None, method=None, gc_mode=None, inputs=None, order=None,
+           tier: str = "full", available_only: bool = True) -> list[Cell]:
+    """Cells matching the comma-separated filters; SelectionError (one line) on unknown values."""
+    f = {k: _split(v) for k, v in dict(backend=backend, arch=arch, method=method, gc_mode=gc_mode,
+                                         inputs=inputs, order=order).items()}
+    if tier not in TIERS:
+        raise SelectionError(f"unknown tier {tier!r}; valid: {', '.join(TIERS)}")
+    _check("backend", f["backend"], list(backends.BACKEND_NAMES))
+    names = f["backend"] or list(backends.BACKEND_NAMES)
+    valid = valid_choices(names)
+    for axis in AXES[1:]:
+        _check(axis, f[axis], valid[axis])
+    cells: list[Cell] = []
+    for b in names:
+        if available_only and backends.get(b).missing:
+            continue
+        pool = default_tier(b) if tier == "default" else full_product(b)
+        cells.extend(c for c in pool if all(f[a] is None or getattr(c, a) in f[a] for a in AXES))
+    return cells
+
+
+def find(cell_id: str) -> Cell:
+    for b in backends.BACKEND_NAMES:
+        if cell_id.startswith(b + "-"):
+            for c in full_product(b):
+                if c.id == cell_id:
+                    return c
+    raise SelectionError(f"no cell has id {cell_id!r}; `python -m harness list` shows the axes")

@@ -1,0 +1,109 @@
+"""`python -m harness run|list|repro` (DESIGN section 5).
+
+Exit codes: 0 every selected cell matches its expectation, 1 otherwise, 2 bad usage.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+
+def _filters(p: argparse.ArgumentParser) -> None:
+    for axis in ("backend", "arch", "method", "gc-mode", "inputs", "order"):
+        p.add_argument(f"--{axis}", help=f"comma-separated {axis} values (default: all)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m harness", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    run = sub.add_parser("run", help="run the selected cells")
+    _filters(run)
+    run.add_argument("--tier", default="full", help="default (CI covering set) or full (default: full)")
+    run.add_argument("--steps", type=int, default=3)
+    run.add_argument("--dtype", default="float32")
+    run.add_argument("--device", default="cpu")
+    run.add_argument("--timeout", type=float, default=300.0, help="per training run, seconds")
+    run.add_argument("--json", metavar="PATH")
+    run.add_argument("-q", "--quiet", action="store_true", help="print only non-matching cells and the summary")
+    ls = sub.add_parser("list", help="archs, methods and axes, with why anything is not covered")
+    ls.add_argument("--backend")
+    rp = sub.add_parser("repro", help="write a standalone script reproducing one cell")
+    rp.add_argument("cell_id")
+    rp.add_argument("-o", "--output")
+    return ap
+
+
+def _usage_error(msg: str) -> int:
+    print(f"error: {msg}", file=sys.stderr)
+    return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from .cells import SelectionError
+
+    try:
+        if args.cmd == "run":
+            return _run(args)
+        if args.cmd == "list":
+            from .listing import listing
+
+            print(listing(args.backend))
+            return 0
+        if args.cmd == "repro":
+            from .repro import write_repro
+
+            path = write_repro(args.cell_id, args.output)
+            print(path if args.output else "", end="")
+            return 0
+    except SelectionError as exc:
+        return _usage_error(str(exc))
+    return 2
+
+
+def _run(args) -> int:
+    from . import report
+    from .cells import SelectionError, select
+    from .run import DTYPES, Options, Runner
+
+    if args.dtype not in DTYPES:
+        raise SelectionError(f"unknown dtype {args.dtype!r}; valid: {', '.join(DTYPES)}")
+    if args.steps < 1:
+        raise SelectionError("--steps must be >= 1")
+    _check_device(args.device)
+    cells = select(args.backend, args.arch, args.method, args.gc_mode, args.inputs, args.order, args.tier)
+    if not cells:
+        raise SelectionError("the filters select no cell (a backend whose library is missing has none); "
+                             "see `python -m harness list`")
+    runner = Runner(Options(steps=args.steps, dtype=args.dtype, device=args.device, timeout=args.timeout))
+    print(f"# {len(cells)} cells; versions {report.versions()}", flush=True)
+    results = []
+    for cell in sorted(cells, key=lambda c: (c.baseline_key, c.id)):
+        r = runner.run_cell(cell)
+        results.append(r)
+        if not (args.quiet and r["matches"]):
+            print(report.line(r), flush=True)
+    if args.json:
+        report.write_json(args.json, results)
+    print(report.summary(results))
+    return 0 if all(r["matches"] for r in results) else 1
+
+
+def _check_device(device: str) -> None:
+    import torch
+
+    from .cells import SelectionError
+
+    try:
+        torch.empty(1, device=device)
+    except Exception as exc:  # noqa: BLE001
+        raise SelectionError(f"device {device!r} is not usable here: {type(exc).__name__}: "
+                             f"{str(exc).splitlines()[0]}; try cpu") from None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""`python -m harness list`: what the matrix covers, and why anything is not covered."""
+from __future__ import annotations
+
+from . import backends
+from .archs import archs_for, zoo
+from .archs.base import INPUTS
+from .cells import SelectionError, _check, _split
+from .expectations import EXPECTATIONS
+
+
+def listing(backend: str | None = None) -> str:
+    names = _split(backend) or list(backends.BACKEND_NAMES)
+    _check("backend", names, list(backends.BACKEND_NAMES))
+    out: list[str] = []
+    for b in names:
+        be = backends.get(b)
+        out.append(f"== backend {b}" + (f": NOT AVAILABLE ({be.missing})" if be.missing else ""))
+        out.append(f"  gc_modes: {', '.join(be.gc_modes)}; orders: {', '.join(be.orders)}; inputs: {', '.join(INPUTS)}")
+        archs = archs_for(b)
+        out.append(f"  archs ({len(archs)}):")
+        for a in archs.values():
+            skip = [i for i in INPUTS if i not in a.inputs]
+            extra = f"; inputs only {', '.join(a.inputs)}" if skip else ""
+            out.append(f"    {a.name:<22} tasks {', '.join(a.tasks)}{extra}" + (f"  -- {a.notes}" if a.notes else ""))
+        out.append(f"  methods ({len(be.methods)}):")
+        for m in be.methods.values():
+            na = sorted({f"{a.name}/{t}: {r}" for a in archs.values() for t in a.tasks
+                         if (r := m.applies(a, t)) is not None})
+            note = f"  -- {m.notes}" if m.notes else ""
+            out.append(f"    {m.name:<22} applies to {sum(1 for a in archs.values() for t in a.tasks if m.applies(a, t) is None)}"
+                       f" arch/task pairs{note}")
+            for line in na[:3]:
+                out.append(f"        not applicable: {line}")
+            if len(na) > 3:
+                out.append(f"        ... and {len(na) - 3} more not applicable")
+        if b == "peft" and not be.missing:
+            from .backends.peft import peft_type_status
+
+            out.append("  PeftTypes of the installed peft:")
+            for t, s in sorted(peft_type_status().items()):
+                out.append(f"    {t:<26} {s}")
+        if b != "adapters":
+            _, not_covered = zoo()
+            if not_covered:
+                out.append(f"  transformers model types not covered ({len(not_covered)}):")
+                for mt, why in sorted(not_covered.items()):
+                    out.append(f"    {mt:<30} {why}")
+        exp = [e for e in EXPECTATIONS if e.match.get("backend", b) == b]
+        out.append(f"  known non-equivalent patterns ({len(exp)}):")
+        for e in exp:
+            out.append(f"    {e.match} -> {e.outcome.value} {e.versions or ''}: {e.reason} {e.link}")
+    return "\n".join(out)
+
+
+__all__ = ["listing", "SelectionError"]

@@ -1,0 +1,36 @@
+"""Report: versions, one line per cell, the outcome histogram, the JSON contract (DESIGN section 5)."""
+from __future__ import annotations
+
+import json
+import platform
+from collections import Counter
+
+from .expectations import installed
+
+PACKAGES = ("torch", "transformers", "adapters", "peft")
+
+
+def versions() -> dict:
+    return {"python": platform.python_version(), **{p: installed(p) for p in PACKAGES}}
+
+
+def line(result: dict) -> str:
+    mark = "ok  " if result["matches"] else "FAIL"
+    exp = "" if result["expected"] == "equivalent" else f" (expected {result['expected']})"
+    return f"{mark} {result['id']}: {result['outcome']}{exp} [{result['seconds']:.2f}s] {result['detail']}"
+
+
+def histogram(results: list[dict]) -> str:
+    c = Counter(r["outcome"] for r in results)
+    return ", ".join(f"{k}: {v}" for k, v in sorted(c.items(), key=lambda kv: -kv[1]))
+
+
+def summary(results: list[dict]) -> str:
+    bad = sum(not r["matches"] for r in results)
+    return (f"{len(results)} cells: {histogram(results)}; "
+            f"{len(results) - bad} as expected, {bad} not as expected")
+
+
+def write_json(path: str, results: list[dict]) -> None:
+    with open(path, "w") as fh:
+        json.dump({"versions": versions(), "cells": results}, fh, indent=1)
