@@ -98,7 +98,7 @@ def default_tier(backend: str) -> list[Cell]:
     archs = archs_for(backend)
     if not archs:
         return []
-    ref = next(iter(archs.values()))
+    ref = archs.get(be.reference_arch) or next(iter(archs.values()))
     default_method = next(iter(be.methods))
     chosen: dict[str, Cell] = {}
 
@@ -119,7 +119,7 @@ def default_tier(backend: str) -> list[Cell]:
     for arch in archs.values():                       # every arch once
         add(first(arch, arch.primary_task, default_method) or first(arch, arch.primary_task))
     for name in be.methods:                           # every method once, on the first arch it applies to
-        for arch in archs.values():
+        for arch in [ref, *archs.values()]:
             c = first(arch, arch.primary_task, name, order=be.orders[-1])
             if c:
                 add(c)

@@ -29,7 +29,8 @@ class CellTimeout(Exception):
 
 @contextlib.contextmanager
 def time_limit(seconds: float | None):
-    """Raise CellTimeout in the main thread after `seconds` (no-op when None or not in main thread)."""
+    """Raise CellTimeout in the main thread after `seconds` (no-op when None or not in the main
+    thread). An outer interval timer (e.g. pytest-timeout's) is re-armed with what it had left."""
     if not seconds:
         yield
         return
@@ -38,12 +39,15 @@ def time_limit(seconds: float | None):
     except ValueError:  # not the main thread
         yield
         return
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    outer, _ = signal.setitimer(signal.ITIMER_REAL, seconds)
+    start = time.monotonic()
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+        if outer:
+            signal.setitimer(signal.ITIMER_REAL, max(outer - (time.monotonic() - start), 1e-3))
 
 
 def _raise_timeout(signum, frame):
@@ -190,8 +194,9 @@ class Options:
 class Runner:
     """Runs cells; keeps the last few baselines so that cells sharing one pay for it once."""
 
-    def __init__(self, options: Options | None = None, cache_size: int = 8):
+    def __init__(self, options: Options | None = None, cache_size: int = 8, archs: dict | None = None):
         self.options = options or Options()
+        self.archs = archs  # None: the registry of each cell's backend
         self._cache: OrderedDict[str, tuple[Trace, Trace]] = OrderedDict()
         self.cache_size = cache_size
 
@@ -201,7 +206,8 @@ class Runner:
 
         o = self.options
         be = backends.get(cell.backend)
-        return train(archs_for(cell.backend)[cell.arch], cell.task, be, be.methods[cell.method],
+        arch = (self.archs or archs_for(cell.backend))[cell.arch]
+        return train(arch, cell.task, be, be.methods[cell.method],
                      inputs=cell.inputs, gc_mode=gc_mode, order=cell.order, steps=o.steps, seed=o.seed,
                      lr=o.lr, dtype=o.dtype, device=o.device, timeout=o.timeout)
 

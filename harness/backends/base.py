@@ -34,6 +34,7 @@ class Backend:
     # (arch) -> None when the backend supports the arch, else why not
     arch_support: Callable[[ArchSpec], str | None] = lambda arch: None
     missing: str | None = None   # why the library cannot be imported, if it cannot
+    reference_arch: str = "bert"  # where the default tier tries every method and axis value
 
     # The three calls a run makes, overridden per backend:
     def setup(self, model):

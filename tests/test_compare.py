@@ -1,0 +1,102 @@
+"""The comparator on hand-made traces: every outcome, and the tolerance policy."""
+import torch
+
+from harness.compare import DEFAULT_TOL, compare
+from harness.outcomes import Outcome
+from harness.trace import Trace
+
+
+def make(scale=1.0, grads=None, saved=1000, segments=4, error=None, unsupported=False, nudge=0.0):
+    """Two steps, two trainable tensors; `grads` overrides step-1 gradients by name."""
+    w, b = torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64), torch.tensor([0.5], dtype=torch.float64)
+    steps = []
+    for s in range(2):
+        g = {"w": w * (s + 1) * scale + nudge, "b": b * (s + 1) * scale}
+        if s == 1 and grads:
+            g.update(grads)
+        steps.append(g)
+    return Trace(losses=[1.0 * scale + nudge, 0.9 * scale], grads=steps,
+                 state={"w": w * scale, "b": b, "frozen": torch.ones(2, dtype=torch.float64)},
+                 trainable=["w", "b"], recomputed_segments=segments, saved_bytes=saved,
+                 error=error, error_stage="train" if error else None, unsupported=unsupported)
+
+
+def base():
+    return make(saved=4000, segments=0)
+
+
+def test_equivalent_identical():
+    v = compare(base(), base(), make())
+    assert v.outcome is Outcome.EQUIVALENT, v.detail
+    assert v.max_abs_diff == 0.0 and v.tolerance == {"atol": 1e-6, "rtol": 1e-5}
+
+
+def test_equivalent_within_tolerance_but_mismatch_beyond():
+    assert compare(base(), base(), make(nudge=1e-8)).outcome is Outcome.EQUIVALENT
+    v = compare(base(), base(), make(nudge=1e-3))
+    assert v.outcome is Outcome.MISMATCH
+    assert "step 0 loss" in v.detail and "atol" in v.detail and v.max_abs_diff >= 1e-3
+
+
+def test_mismatch_names_first_step_and_parameter():
+    v = compare(base(), base(), make(grads={"b": torch.tensor([7.0], dtype=torch.float64)}))
+    assert v.outcome is Outcome.MISMATCH
+    assert v.detail.startswith("first at step 1 grad b"), v.detail
+
+
+def test_mismatch_only_in_frozen_state():
+    cand = make()
+    cand.state["frozen"] = cand.state["frozen"] + 1e-2
+    v = compare(base(), base(), cand)
+    assert v.outcome is Outcome.MISMATCH and "final state frozen" in v.detail
+
+
+def test_missing_grad_none_and_zero():
+    v = compare(base(), base(), make(grads={"w": None}))
+    assert v.outcome is Outcome.MISSING_GRAD and "step 1: w gets no gradient (None)" in v.detail
+    v = compare(base(), base(), make(grads={"w": torch.zeros(3, dtype=torch.float64)}))
+    assert v.outcome is Outcome.MISSING_GRAD and "a zero gradient" in v.detail
+
+
+def test_gc_error_and_error_and_unsupported():
+    assert compare(base(), base(), make(error="train: RuntimeError: boom")).outcome is Outcome.GC_ERROR
+    b = make(error="build: ValueError: bad config")
+    assert compare(b, None, make()).outcome is Outcome.ERROR
+    u = make(error="enable_gc: ValueError: X does not support gradient checkpointing", unsupported=True)
+    assert compare(base(), base(), u).outcome is Outcome.UNSUPPORTED
+    b.unsupported = True
+    assert compare(b, None, make()).outcome is Outcome.UNSUPPORTED
+
+
+def test_not_checkpointed():
+    assert compare(base(), base(), make(segments=0)).outcome is Outcome.NOT_CHECKPOINTED
+    assert compare(base(), base(), make(saved=4000)).outcome is Outcome.NOT_CHECKPOINTED
+
+
+def test_nondeterministic_baseline_and_noise_floor():
+    v = compare(base(), make(saved=4000, nudge=1e-3), make())
+    assert v.outcome is Outcome.NONDETERMINISTIC and "does not reproduce itself" in v.detail
+    # a floor within the default tolerance widens atol to NOISE_FACTOR x floor, and it is reported
+    v = compare(base(), make(saved=4000, nudge=5e-7), make(nudge=3e-6))
+    assert v.outcome is Outcome.EQUIVALENT, v.detail
+    assert v.tolerance["atol"] > DEFAULT_TOL["float32"][0] and v.noise_floor > 0
+
+
+def test_vacuous_baseline_is_error_and_unexercised_is_reported():
+    zero = {"w": torch.zeros(3, dtype=torch.float64), "b": torch.zeros(1, dtype=torch.float64)}
+    b = base()
+    b.grads = [dict(zero), dict(zero)]
+    c = make()
+    c.grads = [dict(zero), dict(zero)]
+    assert compare(b, b, c).outcome is Outcome.ERROR
+    b, c = base(), make()
+    for t in (b, c):
+        for step in t.grads:
+            step["b"] = torch.zeros(1, dtype=torch.float64)
+    v = compare(b, b, c)
+    assert v.outcome is Outcome.EQUIVALENT and v.unexercised == 1 and "not vouched for" in v.detail
+
+
+def test_nan_in_candidate_only_is_mismatch():
+    v = compare(base(), base(), make(grads={"b": torch.tensor([float("nan")], dtype=torch.float64)}))
+    assert v.outcome is Outcome.MISMATCH

@@ -1,0 +1,126 @@
+"""Fault injection: the harness must see each kind of checkpointing bug it claims to classify.
+
+A broken checkpoint function is patched into transformers (where `gradient_checkpointing_enable`
+takes it from) and a tiny BERT is trained through the real runner, plain vs checkpointed.
+"""
+import time
+
+import pytest
+import torch
+import transformers.modeling_utils as mu
+from torch.utils.checkpoint import checkpoint as real_checkpoint
+
+from harness import backends
+from harness.archs.base import ArchSpec, build_model
+from harness.cells import Cell
+from harness.outcomes import Outcome
+from harness.run import Options, Runner
+
+BERT = ArchSpec("bert", tasks=("seq_cls",))
+
+
+def run(arch=BERT, gc_mode="non_reentrant", backend="full", method="full", timeout=120.0, inputs="masked"):
+    cell = Cell(backend, arch.name, method, gc_mode, inputs, "gc_first", arch.primary_task)
+    return Runner(Options(timeout=timeout), archs={arch.name: arch}).run_cell(cell)
+
+
+def _detach(out):
+    if isinstance(out, torch.Tensor):
+        return out.detach()
+    if isinstance(out, tuple):
+        return tuple(_detach(o) for o in out)
+    return out
+
+
+@pytest.mark.parametrize("gc_mode", ["non_reentrant", "reentrant"])
+def test_healthy_checkpoint_is_equivalent(gc_mode):
+    r = run(gc_mode=gc_mode)
+    assert r["outcome"] == "equivalent", r["detail"]
+    assert r["recomputed_segments"] > 0 and r["saved_bytes"]["candidate"] < r["saved_bytes"]["baseline"]
+
+
+@pytest.mark.parametrize("gc_mode", ["non_reentrant", "reentrant"])
+def test_rng_not_restored_is_mismatch(monkeypatch, gc_mode):
+    def no_rng(fn, *args, **kw):
+        return real_checkpoint(fn, *args, **{**kw, "preserve_rng_state": False})
+    monkeypatch.setattr(mu, "checkpoint", no_rng)
+    r = run(gc_mode=gc_mode)
+    assert r["outcome"] == "mismatch", r["detail"]
+    assert "grad" in r["detail"] or "loss" in r["detail"]
+
+
+def test_dropout_off_hides_the_rng_fault(monkeypatch):
+    """Why the harness keeps dropout on: with p=0 the same broken checkpoint looks equivalent."""
+    def no_rng(fn, *args, **kw):
+        return real_checkpoint(fn, *args, **{**kw, "preserve_rng_state": False})
+    monkeypatch.setattr(mu, "checkpoint", no_rng)
+    off = {k: 0.0 for k in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout")}
+    r = run(arch=ArchSpec("bert", tasks=("seq_cls",), overrides=off))
+    assert r["outcome"] == "equivalent", r["detail"]
+
+
+@pytest.mark.parametrize("gc_mode", ["non_reentrant", "reentrant"])
+def test_output_cut_from_graph_is_missing_grad_or_gc_error(monkeypatch, gc_mode):
+    monkeypatch.setattr(mu, "checkpoint", lambda fn, *a, **kw: _detach(real_checkpoint(fn, *a, **kw)))
+    r = run(gc_mode=gc_mode)
+    assert r["outcome"] in ("missing_grad", "gc_error"), r["detail"]
+
+
+def test_checkpoint_that_only_calls_is_not_checkpointed(monkeypatch):
+    monkeypatch.setattr(mu, "checkpoint", lambda fn, *a, **kw: fn(*a))
+    r = run()
+    assert r["outcome"] == "not_checkpointed", r["detail"]
+    assert r["recomputed_segments"] == 0
+
+
+def _bert_with(hook_factory):
+    def build(task):
+        model = build_model(BERT, task)
+        hook_factory(model)
+        return model
+    return build
+
+
+def test_nondeterministic_model():
+    def noisy(model):
+        gen = torch.Generator().manual_seed(time.time_ns() % 2**31)  # not the global, seeded RNG
+        model.bert.embeddings.register_forward_hook(
+            lambda m, i, out: out + 1e-2 * torch.randn(out.shape, generator=gen))
+    r = run(arch=ArchSpec("bert", tasks=("seq_cls",), build=_bert_with(noisy)))
+    assert r["outcome"] == "nondeterministic", r["detail"]
+
+
+def _raise_when(predicate):
+    def install(model):
+        def hook(module, args):
+            if predicate(module):
+                raise RuntimeError("injected failure")
+        model.bert.encoder.layer[0].register_forward_pre_hook(hook)
+    return install
+
+
+def test_raise_only_when_checkpointed_is_gc_error_and_always_is_error_and_run_goes_on():
+    gc_only = ArchSpec("bert", tasks=("seq_cls",), build=_bert_with(_raise_when(lambda m: m.gradient_checkpointing)))
+    always = ArchSpec("bert", tasks=("seq_cls",), build=_bert_with(_raise_when(lambda m: True)))
+    results = [run(arch=gc_only), run(arch=always), run()]   # the third cell still runs
+    assert [r["outcome"] for r in results] == ["gc_error", "error", "equivalent"], [r["detail"] for r in results]
+    assert "injected failure" in results[0]["detail"] and results[0]["detail"].startswith("checkpointed train")
+
+
+def test_hanging_cell_is_stopped_and_reported():
+    def slow(model):
+        def hook(module, args):
+            if module.gradient_checkpointing:
+                time.sleep(30)
+        model.bert.encoder.layer[0].register_forward_pre_hook(hook)
+    t0 = time.monotonic()
+    r = run(arch=ArchSpec("bert", tasks=("seq_cls",), build=_bert_with(slow)), timeout=3.0)
+    assert time.monotonic() - t0 < 25
+    assert r["outcome"] == "gc_error" and "CellTimeout" in r["detail"], r["detail"]
+
+
+def test_library_refusal_is_unsupported():
+    if backends.get("adapters").missing:
+        pytest.skip(backends.get("adapters").missing)
+    r = run(backend="adapters", method="lora", gc_mode="reentrant")
+    assert r["outcome"] == "unsupported" and "use_reentrant=True is not supported" in r["detail"]
