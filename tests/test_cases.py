@@ -1,0 +1,91 @@
+"""Run every bug-reproduction case in cases/ and check its verdict against the installed versions.
+
+A case is a standalone script declaring, as plain data at module top:
+    AFFECTED = {"package": "<PEP 440 specifier>", ...}  # bug present when ALL match
+    REQUIRES = ["torch", ...]
+    LINKS = ["https://..."]
+It exits 0 when the libraries behave correctly, 1 when the bug is present, 2 when it
+cannot run. Expected exit code: 1 if every AFFECTED specifier matches the installed
+version of its package, else 0. Anything else fails, with the script's output.
+"""
+
+import ast
+import os
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+CASES_DIR = Path(__file__).resolve().parent.parent / "cases"
+TIMEOUT_S = 300
+CASES = sorted(p for p in CASES_DIR.glob("*.py") if not p.name.startswith("_"))
+
+
+def read_declarations(path):
+    """Read AFFECTED / REQUIRES / LINKS from the module top without importing it."""
+    decl = {}
+    for node in ast.parse(path.read_text(), filename=str(path)).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            if isinstance(target, ast.Name) and target.id in ("AFFECTED", "REQUIRES", "LINKS"):
+                decl[target.id] = ast.literal_eval(node.value)
+    return decl
+
+
+def installed_version(dist):
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def test_cases_found():
+    assert CASES, f"no cases found in {CASES_DIR}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[p.stem for p in CASES])
+def test_case(case):
+    decl = read_declarations(case)
+    for key in ("AFFECTED", "REQUIRES", "LINKS"):
+        assert key in decl, f"{case.name} does not declare {key} at module top"
+    affected, requires = decl["AFFECTED"], decl["REQUIRES"]
+    assert isinstance(affected, dict) and affected, f"{case.name}: AFFECTED must be a non-empty dict"
+    assert decl["LINKS"], f"{case.name}: LINKS must name the upstream issue/PR"
+
+    missing = [dist for dist in dict.fromkeys([*requires, *affected]) if installed_version(dist) is None]
+    if missing:
+        pytest.skip(f"{case.name} needs {', '.join(missing)}, not installed")
+
+    versions = {dist: installed_version(dist) for dist in affected}
+    # prereleases=True so that e.g. "<4.49.0" also matches 4.49.0.dev0 builds.
+    is_affected = all(
+        SpecifierSet(spec, prereleases=True).contains(Version(versions[dist]))
+        for dist, spec in affected.items()
+    )
+    expected = 1 if is_affected else 0
+
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONDONTWRITEBYTECODE="1")
+    try:
+        proc = subprocess.run(
+            [sys.executable, str(case)],
+            cwd=str(CASES_DIR.parent),
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired as exc:
+        out, err = (x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (exc.stdout, exc.stderr))
+        pytest.fail(f"{case.name} timed out after {TIMEOUT_S}s\n--- stdout ---\n{out}\n--- stderr ---\n{err[-5000:]}")
+
+    state = ", ".join(f"{dist}=={versions[dist]} vs {spec!r}" for dist, spec in affected.items())
+    assert proc.returncode == expected, (
+        f"{case.name} exited {proc.returncode}, expected {expected} "
+        f"({'bug expected' if is_affected else 'fixed version, bug not expected'}: {state})\n"
+        f"links: {', '.join(decl['LINKS'])}\n"
+        f"--- stdout ---\n{proc.stdout}\n--- stderr ---\n{proc.stderr[-5000:]}"
+    )
