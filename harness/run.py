@@ -106,23 +106,45 @@ def _snapshot(t: torch.Tensor) -> torch.Tensor:
     return t.detach().to("cpu", torch.float64, copy=True)
 
 
-def train(
-    arch: ArchSpec,
-    task: str,
-    backend: Backend,
-    method: MethodSpec,
-    *,
-    inputs: str = "masked",
-    gc_mode: str | None = None,
-    order: str = "gc_first",
-    steps: int = 3,
-    seed: int = 0,
-    lr: float = 0.1,
-    dtype: str = "float32",
-    device: str = "cpu",
-    timeout: float | None = None,
-) -> Trace:
+class CellRecipe:
+    """The concrete calls of one cell; `train_recipe` drives them. A generated repro script
+    defines a class with the same methods and reuses `train_recipe`'s source verbatim."""
+
+    def __init__(self, arch: ArchSpec, task: str, backend: Backend, method: MethodSpec, inputs: str,
+                 gc_mode: str | None, dtype: str = "float32", device: str = "cpu", seed: int = 0):
+        self.arch, self.task, self.backend, self.method, self.inputs = arch, task, backend, method, inputs
+        self.gc_mode, self.dtype, self.device, self.seed = gc_mode, dtype, device, seed
+
+    def build(self):
+        return self.backend.setup(build_model(self.arch, self.task, DTYPES[self.dtype], self.device))
+
+    def enable_gc(self, model):
+        self.backend.enable_gc(model, self.gc_mode)
+
+    def attach(self, model):
+        return self.backend.attach(model, self.arch, self.task, self.method)
+
+    def batch(self, model, step):
+        return {k: (v.to(self.device) if isinstance(v, torch.Tensor) else v)
+                for k, v in make_batch(self.arch, self.task, model, self.inputs, step, self.seed).items()}
+
+    def loss(self, output):
+        return loss_of(self.task, output)
+
+    def is_unsupported(self, exc):
+        return self.backend.is_unsupported(exc)
+
+
+def train(arch: ArchSpec, task: str, backend: Backend, method: MethodSpec, *, inputs: str = "masked",
+          gc_mode: str | None = None, order: str = "gc_first", steps: int = 3, seed: int = 0,
+          lr: float = 0.1, dtype: str = "float32", device: str = "cpu", timeout: float | None = None) -> Trace:
     """Train one run. gc_mode None is the plain baseline; otherwise checkpointing is enabled in `order`."""
+    recipe = CellRecipe(arch, task, backend, method, inputs, gc_mode, dtype, device, seed)
+    return train_recipe(recipe, gc=gc_mode is not None, order=order, steps=steps, seed=seed, lr=lr,
+                        timeout=timeout)
+
+
+def train_recipe(recipe, gc: bool, order: str, steps: int, seed: int, lr: float, timeout: float | None) -> Trace:
     trace = Trace()
     t0 = time.perf_counter()
     stage = "build"
@@ -130,29 +152,26 @@ def train(
         warnings.simplefilter("always")
         try:
             torch.manual_seed(seed)
-            model = build_model(arch, task, DTYPES[dtype], device)
-            model = backend.setup(model)
-            if gc_mode and order == "gc_first":
+            model = recipe.build()
+            if gc and order == "gc_first":
                 stage = "enable_gc"
-                backend.enable_gc(model, gc_mode)
+                recipe.enable_gc(model)
             stage = "attach"
             torch.manual_seed(seed + 1)
-            model = backend.attach(model, arch, task, method)
-            if gc_mode and order == "adapter_first":
+            model = recipe.attach(model)
+            if gc and order == "adapter_first":
                 stage = "enable_gc"
-                backend.enable_gc(model, gc_mode)
+                recipe.enable_gc(model)
             stage = "train"
             model.train()
             named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
             trace.trainable = [n for n, _ in named]
             opt = torch.optim.SGD([p for _, p in named], lr=lr) if named else None
             for step in range(steps):
-                batch = {k: (v.to(device) if isinstance(v, torch.Tensor) else v)
-                         for k, v in make_batch(arch, task, model, inputs, step, seed).items()}
+                batch = recipe.batch(model, step)
                 torch.manual_seed(seed + 100 + step)  # dropout masks: same stream in both runs
                 with probe.saving():
-                    out = model(**batch)
-                    loss = loss_of(task, out)
+                    loss = recipe.loss(model(**batch))
                 trace.losses.append(float(loss.detach().float()))
                 with probe.backward():
                     loss.backward()
@@ -164,7 +183,7 @@ def train(
         except Exception as exc:  # noqa: BLE001 - a crashing cell is that cell's outcome
             trace.error = f"{stage}: {type(exc).__name__}: {_one_line(str(exc))}"
             trace.error_stage = stage
-            trace.unsupported = not isinstance(exc, CellTimeout) and backend.is_unsupported(exc)
+            trace.unsupported = not isinstance(exc, CellTimeout) and recipe.is_unsupported(exc)
     trace.recomputed_segments = probe.segments
     trace.recomputed_modules = probe.modules
     trace.saved_bytes = probe.saved

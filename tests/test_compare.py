@@ -100,3 +100,13 @@ def test_vacuous_baseline_is_error_and_unexercised_is_reported():
 def test_nan_in_candidate_only_is_mismatch():
     v = compare(base(), base(), make(grads={"b": torch.tensor([float("nan")], dtype=torch.float64)}))
     assert v.outcome is Outcome.MISMATCH
+
+
+def test_tolerance_is_relative_to_the_tensor_scale():
+    b, c = base(), make()
+    b.grads[0]["w"] = torch.tensor([10.0, 1e-3, 0.0], dtype=torch.float64)
+    c.grads[0]["w"] = torch.tensor([10.0, 1e-3 + 5e-5, 0.0], dtype=torch.float64)   # ulps of the scale 10
+    assert compare(b, b, c).outcome is Outcome.EQUIVALENT
+    c.grads[0]["w"] = torch.tensor([10.0, 1e-3 + 5e-3, 0.0], dtype=torch.float64)   # 5e-4 of the scale
+    v = compare(b, b, c)
+    assert v.outcome is Outcome.MISMATCH and "step 0 grad w" in v.detail

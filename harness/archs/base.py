@@ -39,7 +39,7 @@ SHRINK: dict[str, Any] = {
     "hidden_size": 32, "d_model": 32, "n_embd": 32, "embed_dim": 32, "dim": 32, "embedding_size": 32,
     "intermediate_size": 37, "d_ff": 37, "n_inner": 37, "hidden_dim": 37,
     "encoder_ffn_dim": 37, "decoder_ffn_dim": 37, "ffn_dim": 37,
-    "d_kv": 8, "head_dim": 8,
+    "d_kv": 8, "head_dim": 8, "pooler_hidden_size": 32,
     # depth
     "num_hidden_layers": 2, "num_layers": 2, "n_layer": 2, "n_layers": 2,
     "encoder_layers": 2, "decoder_layers": 2, "num_decoder_layers": 2,
@@ -55,6 +55,7 @@ SHRINK: dict[str, Any] = {
     "attention_dropout": 0.1, "activation_dropout": 0.1, "dropout": 0.1, "dropout_rate": 0.1,
     "resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1, "summary_first_dropout": 0.1,
     "classifier_dropout": 0.1, "seq_classif_dropout": 0.1, "qa_dropout": 0.1,
+    "embedding_dropout": 0.1, "mlp_dropout": 0.1, "pooler_dropout": 0.1,
 }
 _TOKEN_ID_KEYS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id", "sep_token_id",
                   "cls_token_id", "unk_token_id", "mask_token_id")
@@ -104,6 +105,10 @@ def shrink_config(cfg, overrides: Mapping[str, Any] = ()):
             setattr(cfg, k, v)
         elif k in ("attention_dropout", "hidden_dropout") and k in d:
             setattr(cfg, k, v)
+    # per-layer lists sized for the default depth (e.g. layer_types) follow the shrunk depth
+    n_layers = getattr(cfg, "num_hidden_layers", None)
+    if isinstance(getattr(cfg, "layer_types", None), list) and isinstance(n_layers, int):
+        cfg.layer_types = cfg.layer_types[:n_layers]
     vocab = getattr(cfg, "vocab_size", None)
     if isinstance(vocab, int):
         for i, k in enumerate(_TOKEN_ID_KEYS):
@@ -185,27 +190,20 @@ def make_batch(spec: ArchSpec, task: str, model, inputs: str, step: int, seed: i
     gen = torch.Generator().manual_seed(seed * 1000 + step)
     cfg = model.config
     batch: dict[str, Any] = {}
-    if spec.modality == "vision" or task == "image_cls":
+    if spec.modality in ("vision", "multimodal") or task == "image_cls":
         vc = getattr(cfg, "vision_config", cfg)
         batch["pixel_values"] = torch.randn(BATCH, vc.num_channels, vc.image_size, vc.image_size, generator=gen)
-    elif spec.modality == "audio":
+    if spec.modality == "audio":
         n_frames = 2 * cfg.max_source_positions
         batch["input_features"] = torch.randn(BATCH, cfg.num_mel_bins, n_frames, generator=gen)
-    else:
-        vocab = _vocab(model)
-        ids = _ids(gen, vocab)
+    if spec.modality in ("text", "multimodal"):  # multimodal, e.g. CLIP: both towers
+        ids = _ids(gen, _vocab(model))
         mask = _mask(inputs, spec.decoder_only, gen)
         if mask is not None:
-            pad = getattr(cfg, "pad_token_id", None)
+            pad = getattr(getattr(cfg, "text_config", cfg), "pad_token_id", None)
             ids = ids.masked_fill(mask == 0, pad if isinstance(pad, int) else 0)
             batch["attention_mask"] = mask
         batch["input_ids"] = ids
-    if spec.modality == "multimodal":  # e.g. CLIP: both towers
-        tc = cfg.text_config
-        batch["input_ids"] = _ids(gen, min(tc.vocab_size, VOCAB))
-        m = _mask(inputs, False, gen)
-        if m is not None:
-            batch["attention_mask"] = m
 
     if task in ("seq_cls", "image_cls", "audio_cls"):
         batch["labels"] = torch.randint(0, NUM_LABELS, (BATCH,), generator=gen)

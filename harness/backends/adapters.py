@@ -96,6 +96,11 @@ class AdaptersBackend(Backend):
         model.train_adapter(NAME)
         return model
 
+    def repro(self, config) -> dict:
+        return {"imports": "import adapters", "config": config.to_dict(), "setup": "adapters.init(model)",
+                "attach": f"model.add_adapter({NAME!r}, config=adapters.AdapterConfig.load(METHOD_CONFIG))\n"
+                          f"model.train_adapter({NAME!r})"}
+
 
 def make() -> Backend:
     try:
@@ -109,7 +114,7 @@ def make() -> Backend:
         missing=missing,
         unsupported_patterns=(
             r"use_reentrant=True is not supported",          # adapters' gradient_checkpointing_enable
-            r"not supported by the model|does not support|is not supported for",  # adapters' method refusals
+            r"not supported by (the|this) model|does not support|is not supported for",  # method refusals
             r"Model has no enable_input_require_grads",
         ),
     )

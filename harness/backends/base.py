@@ -50,6 +50,11 @@ class Backend:
             gradient_checkpointing_kwargs={"use_reentrant": gc_mode == "reentrant"}
         )
 
+    def repro(self, config) -> dict:
+        """Source for a standalone repro script: {"imports", "config" (a literal-able dict),
+        "setup", "attach"}: statements acting on `model`; METHOD_CONFIG holds "config"."""
+        raise NotImplementedError(f"backend {self.name} has no repro support")
+
     def is_unsupported(self, exc: BaseException) -> bool:
         msg = f"{type(exc).__name__}: {exc}"
         return any(re.search(p, msg) for p in self.unsupported_patterns + COMMON_UNSUPPORTED)

@@ -11,6 +11,10 @@ class FullBackend(Backend):
             p.requires_grad_(True)
         return model
 
+    def repro(self, config) -> dict:
+        return {"imports": "", "config": None, "setup": "",
+                "attach": "for p in model.parameters():\n    p.requires_grad_(True)"}
+
 
 def make() -> Backend:
     return FullBackend(name="full", methods={"full": MethodSpec("full", lambda arch, task: None)})

@@ -1,0 +1,215 @@
+"""`python -m harness repro CELL_ID`: a self-contained script reproducing one cell.
+
+The script imports torch, transformers and the cell's library only. It carries the tiny config,
+the method config, the synthetic batches and, verbatim, the harness's own training loop
+(`train_recipe`, `Probe`), trace and comparator sources, so it reaches the same outcome by the
+same code. It prints the diff and exits 0 when the cell is equivalent, 1 otherwise.
+"""
+from __future__ import annotations
+
+import base64
+import enum
+import inspect
+import re
+import textwrap
+
+import torch
+
+from . import backends, compare, outcomes, run, trace
+from .archs import archs_for
+from .archs.base import build_model, make_batch
+from .cells import find
+from .report import versions
+
+
+def _strip_imports(src: str) -> str:
+    keep = [ln for ln in src.splitlines()
+            if not re.match(r"\s*(from \.|from __future__|import torch$|from dataclasses|import enum$)", ln)]
+    return "\n".join(keep)
+
+
+def _jsonable(obj):
+    """A config dict as a Python literal: enums by value, sets as sorted lists."""
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, dict):
+        return {k: _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, (set, frozenset)):
+        return sorted(_jsonable(v) for v in obj)
+    return obj
+
+
+def _tensor_source(t: torch.Tensor) -> str:
+    if not t.is_floating_point():
+        return f"torch.tensor({t.tolist()!r}, dtype=torch.{str(t.dtype).split('.')[-1]})"
+    if t.numel() <= 64:
+        return f"torch.tensor({t.tolist()!r}, dtype=torch.float32)"
+    blob = base64.b64encode(t.to(torch.float32).contiguous().numpy().tobytes()).decode()
+    lines = "\n".join(f'        "{blob[i:i + 96]}"' for i in range(0, len(blob), 96))
+    return (f"torch.frombuffer(bytearray(base64.b64decode(\n{lines}\n    )), dtype=torch.float32)"
+            f".reshape({tuple(t.shape)!r})")
+
+
+def _batches_source(arch, task, model, inputs, steps, seed) -> str:
+    out = ["BATCHES = ["]
+    for step in range(steps):
+        out.append("    {")
+        for k, v in make_batch(arch, task, model, inputs, step, seed).items():
+            val = _tensor_source(v) if isinstance(v, torch.Tensor) else repr(v)
+            out.append(f"    {k!r}: {val},")
+        out.append("    },")
+    out.append("]")
+    return "\n".join(out)
+
+
+def script(cell_id: str, options: run.Options | None = None, with_outcome: bool = True) -> str:
+    o = options or run.Options()
+    cell = find(cell_id)
+    be = backends.get(cell.backend)
+    arch = archs_for(cell.backend)[cell.arch]
+    method = be.methods[cell.method]
+    torch.manual_seed(o.seed)
+    model = build_model(arch, cell.task)
+    cfg = model.config
+    diff = cfg.to_diff_dict()
+    for k in ("transformers_version", "model_type"):
+        if type(cfg).__name__ != "EncoderDecoderConfig":
+            diff.pop(k, None)
+    method_cfg = method.make_config(arch, cell.task)
+    rep = be.repro(method_cfg)
+    header = f"harness outcome at generation: not run"
+    if with_outcome:
+        r = run.Runner(o).run_cell(cell)
+        header = f"harness outcome at generation: {r['outcome']} (expected {r['expected']}): {r['detail']}"
+    from_harness = "\n\n".join(_strip_imports(inspect.getsource(m)) for m in (outcomes, trace, compare))
+    loop = "\n\n".join(_strip_imports(inspect.getsource(obj)) for obj in (
+        run.CellTimeout, run.time_limit, run._raise_timeout, run.Probe, run._snapshot, run._one_line,
+        run.train_recipe))
+    return TEMPLATE.format(
+        cell_id=cell.id, versions=versions(), header=textwrap.fill(header, 96, subsequent_indent="    "),
+        arch=cell.arch, task=cell.task, method=cell.method, backend=cell.backend,
+        gc_mode=cell.gc_mode, order=cell.order, inputs=cell.inputs,
+        imports=rep["imports"], model_cls=type(model).__name__, config_cls=type(cfg).__name__,
+        config=repr(_jsonable(diff)), method_config=repr(_jsonable(rep["config"])),
+        setup=textwrap.indent(rep["setup"], " " * 8), attach=textwrap.indent(rep["attach"], " " * 8),
+        unsupported=repr(be.unsupported_patterns + backends.base.COMMON_UNSUPPORTED),
+        batches=_batches_source(arch, cell.task, model, cell.inputs, o.steps, o.seed),
+        steps=o.steps, seed=o.seed, lr=o.lr, dtype=o.dtype, timeout=o.timeout,
+        reentrant=cell.gc_mode == "reentrant", loss_is_output=True,
+        harness_sources=from_harness, loop_sources=loop,
+    )
+
+
+def write_repro(cell_id: str, path: str | None = None) -> str:
+    src = script(cell_id)
+    if path:
+        with open(path, "w") as fh:
+            fh.write(src)
+        return path
+    print(src)
+    return ""
+
+
+TEMPLATE = '''#!/usr/bin/env python
+"""Gradient-checkpointing equivalence: reproduction of cell {cell_id}
+
+{backend} / {arch} ({model_cls}, tiny random config, task {task}) / method {method}:
+trained twice from the same seed on the same synthetic batches, plainly and with gradient
+checkpointing (gc_mode {gc_mode}, order {order}, inputs {inputs}), dropout on, {steps} SGD steps;
+losses, gradients of every trainable parameter and the final state dict are compared.
+
+Generated by `python -m harness repro` with {versions}
+{header}
+
+Run: python THIS_FILE   -> prints the verdict; exit 0 when equivalent, 1 otherwise.
+Imports torch, transformers and the library under test only; no hub access is needed.
+"""
+import base64
+import contextlib
+import os
+import re
+import signal
+import sys
+import time
+import warnings
+import enum
+from dataclasses import dataclass, field
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import torch
+import transformers
+{imports}
+
+ORDER = "{order}"
+STEPS, SEED, LR, DTYPE, TIMEOUT = {steps}, {seed}, {lr}, "{dtype}", {timeout}
+GC_KWARGS = {{"use_reentrant": {reentrant}}}
+CONFIG = {config}
+METHOD_CONFIG = {method_config}
+# the library's own documented refusals: an exception matching one is `unsupported`
+UNSUPPORTED = {unsupported}
+
+{batches}
+
+
+class Recipe:
+    """The calls a user makes: build the tiny model, attach the method, enable checkpointing."""
+
+    def build(self):
+        model = transformers.{model_cls}(transformers.{config_cls}.from_dict(CONFIG))
+        model = model.to(getattr(torch, DTYPE))
+{setup}
+        return model
+
+    def enable_gc(self, model):
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=dict(GC_KWARGS))
+
+    def attach(self, model):
+{attach}
+        return model
+
+    def batch(self, model, step):
+        return dict(BATCHES[step])
+
+    def loss(self, output):
+        loss = getattr(output, "loss", None)
+        if loss is not None:
+            return loss
+        hidden = output[0] if isinstance(output, (tuple, list)) else output.last_hidden_state
+        return hidden.float().pow(2).mean()
+
+    def is_unsupported(self, exc):
+        return any(re.search(p, f"{{type(exc).__name__}}: {{exc}}") for p in UNSUPPORTED)
+
+
+# ---- from the harness, verbatim: outcomes, trace, comparator --------------------------------
+{harness_sources}
+
+
+# ---- from the harness, verbatim: the training loop and its probe -----------------------------
+{loop_sources}
+
+
+def main():
+    def one(gc):
+        return train_recipe(Recipe(), gc=gc, order=ORDER, steps=STEPS, seed=SEED, lr=LR, timeout=TIMEOUT)
+
+    base, replay, cand = one(False), None, None
+    if base.ok:
+        replay = one(False)
+        cand = one(True)
+    else:
+        cand = Trace(error="not run: baseline failed")
+    v = compare(base, replay, cand, DTYPE)
+    print(f"losses  baseline   {{base.losses}}")
+    print(f"losses  checkpoint {{cand.losses}}")
+    print(f"recomputed segments {{cand.recomputed_segments}}; saved bytes {{v.saved_bytes}}")
+    print(f"tolerance {{v.tolerance}}; max abs diff {{v.max_abs_diff:.3g}}; noise floor {{v.noise_floor:.3g}}")
+    print(f"OUTCOME: {{v.outcome.value}}: {{v.detail}}")
+    return 0 if v.outcome is Outcome.EQUIVALENT else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
