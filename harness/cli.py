@@ -27,6 +27,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--dtype", default="float32")
     run.add_argument("--device", default="cpu")
     run.add_argument("--timeout", type=float, default=300.0, help="per training run, seconds")
+    run.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
     run.add_argument("--json", metavar="PATH")
     run.add_argument("-q", "--quiet", action="store_true", help="print only non-matching cells and the summary")
     ls = sub.add_parser("list", help="archs, methods and axes, with why anything is not covered")
@@ -79,7 +80,8 @@ def _run(args) -> int:
     if not cells:
         raise SelectionError("the filters select no cell (a backend whose library is missing has none); "
                              "see `python -m harness list`")
-    runner = Runner(Options(steps=args.steps, dtype=args.dtype, device=args.device, timeout=args.timeout))
+    runner = Runner(Options(steps=args.steps, dtype=args.dtype, device=args.device, timeout=args.timeout,
+                             threads=args.threads))
     print(f"# {len(cells)} cells; versions {report.versions()}", flush=True)
     results = []
     for cell in sorted(cells, key=lambda c: (c.baseline_key, c.id)):

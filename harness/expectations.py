@@ -21,7 +21,7 @@ from .outcomes import Outcome
 
 @dataclass(frozen=True)
 class Expect:
-    match: dict                      # axis -> fnmatch pattern (axes: backend arch method gc_mode inputs order task)
+    match: dict          # axis -> fnmatch pattern or tuple of them (backend arch method gc_mode inputs order task)
     outcome: Outcome
     reason: str
     link: str = ""
@@ -29,7 +29,8 @@ class Expect:
 
     def applies(self, cell_fields: dict) -> bool:
         for axis, pattern in self.match.items():
-            if not fnmatch.fnmatchcase(str(cell_fields[axis]), pattern):
+            patterns = (pattern,) if isinstance(pattern, str) else pattern
+            if not any(fnmatch.fnmatchcase(str(cell_fields[axis]), p) for p in patterns):
                 return False
         for pkg, spec in self.versions.items():
             v = installed(pkg)
@@ -51,9 +52,49 @@ ADAPTERS_REENTRANT = (
     "ForwardContext to the recompute, which only the non-reentrant checkpoint supports"
 )
 
+ADAPTERS_SRC = "https://github.com/adapter-hub/adapters/blob/v1.3.0/src/adapters"
+TF_SRC = "https://github.com/huggingface/transformers/blob/v4.57.6/src/transformers"
+ENC_DEC = ("t5", "mt5", "bart", "mbart", "plbart", "whisper", "bert2bert")
+PREFIX_CACHE_ARCHS = ("gpt2", "llama", "mistral")
+
 EXPECTATIONS: list[Expect] = [
+    # ---- the libraries refuse, with their own documented error -------------------------------
     Expect({"backend": "adapters", "gc_mode": "reentrant"}, Outcome.UNSUPPORTED, ADAPTERS_REENTRANT,
-           "https://github.com/adapter-hub/adapters/pull/759", {"adapters": ">=1.1"}),
+           "https://github.com/adapter-hub/adapters/pull/759", {"adapters": ">=1.1.0"}),
+    Expect({"arch": "albert"}, Outcome.UNSUPPORTED,
+           "AlbertPreTrainedModel.supports_gradient_checkpointing is False: transformers refuses",
+           f"{TF_SRC}/models/albert/modeling_albert.py", {"transformers": ">=4.35"}),
+    Expect({"backend": "adapters", "arch": "clip"}, Outcome.UNSUPPORTED,
+           "adapters' gradient_checkpointing_enable needs enable_input_require_grads, which CLIPModel lacks",
+           f"{ADAPTERS_SRC}/model_mixin.py", {"adapters": ">=1.1.0"}),
+    Expect({"backend": "adapters", "arch": ("modernbert", "gemma2", "gemma3_text", "qwen2", "qwen3", "phi"),
+            "method": ("prefix_tuning*", "prompt_tuning", "mam", "unipelt")}, Outcome.UNSUPPORTED,
+           "the plugin interface (AdapterModelInterface) of adapters supports no prefix/prompt tuning",
+           f"{ADAPTERS_SRC}/interface.py", {"adapters": ">=1.2"}),
+    # ---- checkpointing findings (real bugs) ----------------------------------------------------
+    Expect({"backend": "adapters", "arch": "beit", "gc_mode": "non_reentrant"}, Outcome.GC_ERROR,
+           "adapters' gradient_checkpointing_enable calls enable_input_require_grads, whose hook does "
+           "output.requires_grad_(); BeitPatchEmbeddings returns a tuple, so the first forward raises",
+           f"{TF_SRC}/modeling_utils.py#L2856", {"adapters": ">=1.1.0", "transformers": ">=4.57,<5"}),
+    Expect({"backend": "adapters", "arch": PREFIX_CACHE_ARCHS, "method": ("prefix_tuning*", "mam", "unipelt"),
+            "gc_mode": "non_reentrant", "inputs": "unmasked"}, Outcome.MISSING_GRAD,
+           "checkpointing forces use_cache=False; transformers 4.57 then builds a 4D bool mask and adapters' "
+           "inverted prefix mask becomes all False, so the prefix is masked out and gets no gradient",
+           f"{ADAPTERS_SRC}/methods/prefix_tuning.py", {"adapters": ">=1.2", "transformers": ">=4.57,<5"}),
+    Expect({"backend": "adapters", "arch": ENC_DEC, "method": ("loreft", "noreft", "direft"),
+            "gc_mode": "non_reentrant", "inputs": "unmasked"}, Outcome.MISMATCH,
+           "ReFT keeps its position indices in the shared ForwardContext; the decoder overwrites them and "
+           "the encoder layers recomputed in backward intervene at the decoder's positions",
+           f"{ADAPTERS_SRC}/methods/reft.py", {"adapters": ">=1.2"}),
+    # ---- baseline errors of the library (not checkpointing findings) --------------------------
+    Expect({"backend": "adapters", "arch": ENC_DEC, "method": ("loreft", "noreft", "direft"),
+            "inputs": ("masked", "padded")}, Outcome.ERROR,
+           "adapters' ReFT takes the sequence lengths from the encoder's attention mask and indexes the "
+           "shorter decoder sequence with them (index out of bounds), with or without checkpointing",
+           f"{ADAPTERS_SRC}/methods/reft.py", {"adapters": ">=1.2"}),
+    Expect({"backend": "adapters", "method": "prompt_tuning", "task": "token_cls"}, Outcome.ERROR,
+           "prompt tuning prepends prompt tokens to the input but not to token labels: shape mismatch in the loss",
+           f"{ADAPTERS_SRC}/methods/prompt_tuning.py", {"adapters": ">=1.2"}),
 ]
 
 

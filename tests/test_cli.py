@@ -1,0 +1,100 @@
+"""The CLI contract (DESIGN section 5): exit codes, one-line errors, JSON fields."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from harness import cli
+from harness.cells import SelectionError, find, select
+from harness.expectations import EXPECTATIONS, Expect, expected
+from harness.outcomes import Outcome
+
+ENV = dict(os.environ, HF_HUB_OFFLINE="1")
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True, env=ENV,
+                          timeout=600)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--arch", "bert,nope"], "unknown arch 'nope'; valid: "),
+    (["--backend", "keras"], "unknown backend 'keras'; valid: adapters, peft, full"),
+    (["--gc-mode", "sometimes"], "unknown gc_mode 'sometimes'; valid: non_reentrant, reentrant"),
+    (["--inputs", "masked,x"], "unknown inputs 'x'"),
+    (["--order", "later"], "unknown order 'later'"),
+    (["--tier", "huge"], "unknown tier 'huge'"),
+    (["--dtype", "float8"], "unknown dtype 'float8'"),
+    (["--device", "nodevice"], "device 'nodevice' is not usable here"),
+])
+def test_bad_input_exits_2_with_one_line(capsys, args, needle):
+    assert cli.main(["run", *args]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1, err
+
+
+def test_empty_selection_says_so(capsys):
+    assert cli.main(["run", "--backend", "adapters", "--arch", "vit", "--inputs", "padded"]) == 2
+    assert "select no cell" in capsys.readouterr().err
+
+
+def test_run_json_contract_and_exit_codes(tmp_path):
+    out = tmp_path / "r.json"
+    p = run_cli("run", "--backend", "full", "--arch", "bert", "--inputs", "masked", "--order", "gc_first",
+                "--json", str(out))
+    assert p.returncode == 0, p.stdout + p.stderr
+    data = json.loads(out.read_text())
+    assert set(data["versions"]) >= {"python", "torch", "transformers", "adapters", "peft"}
+    cells = data["cells"]
+    assert {c["gc_mode"] for c in cells} == {"non_reentrant", "reentrant"}
+    for c in cells:
+        for key in ("id", "backend", "arch", "method", "gc_mode", "inputs", "order", "task", "outcome",
+                    "expected", "detail", "max_abs_diff", "tolerance", "recomputed_segments", "saved_bytes",
+                    "seconds"):
+            assert key in c, key
+        assert c["outcome"] == "equivalent" and c["saved_bytes"]["candidate"] < c["saved_bytes"]["baseline"]
+    assert {c["task"] for c in cells} == {"seq_cls", "token_cls"}
+    assert f"{len(cells)} cells: equivalent: {len(cells)}; {len(cells)} as expected" in p.stdout
+
+
+def test_exit_1_when_a_cell_does_not_match(monkeypatch, capsys):
+    monkeypatch.setattr("harness.expectations.EXPECTATIONS",
+                        [Expect({"backend": "full"}, Outcome.MISMATCH, "pretend it is known broken")])
+    rc = cli.main(["run", "--backend", "full", "--arch", "bert", "--gc-mode", "non_reentrant",
+                   "--inputs", "masked", "--order", "gc_first"])
+    assert rc == 1
+    assert "FAIL full-bert-full-non_reentrant-masked-gc_first: equivalent (expected mismatch)" in capsys.readouterr().out
+
+
+def test_list_names_archs_methods_and_reasons():
+    p = run_cli("list", "--backend", "adapters")
+    assert p.returncode == 0, p.stderr
+    for needle in ("backend adapters", "bert2bert", "gemma3_text", "compacter++", "not applicable",
+                   "known non-equivalent patterns"):
+        assert needle in p.stdout, needle
+
+
+def test_cell_ids_round_trip_and_tiers_cover_every_axis():
+    for backend in ("adapters", "full"):
+        default = select(backend=backend, tier="default")
+        full = select(backend=backend)
+        assert default and set(c.id for c in default) <= set(c.id for c in full)
+        for axis in ("arch", "method", "gc_mode", "inputs", "order", "task"):
+            assert {getattr(c, axis) for c in default} == {getattr(c, axis) for c in full}, (backend, axis)
+        c = default[0]
+        assert find(c.id) == c
+    with pytest.raises(SelectionError):
+        find("adapters-nope-lora-non_reentrant-masked-gc_first")
+
+
+def test_expectations_are_versioned_data_with_reasons():
+    for e in EXPECTATIONS:
+        assert e.reason and e.link.startswith("https://") and e.outcome is not Outcome.EQUIVALENT
+    fields = dict(backend="adapters", arch="bert", method="lora", gc_mode="reentrant", inputs="masked",
+                  order="gc_first", task="seq_cls")
+    assert expected(fields)[0] is Outcome.UNSUPPORTED
+    assert expected({**fields, "gc_mode": "non_reentrant"})[0] is Outcome.EQUIVALENT
+    old = [Expect({"backend": "adapters"}, Outcome.ERROR, "x", "https://x", {"adapters": "<0.1"})]
+    assert expected(fields, old)[0] is Outcome.EQUIVALENT    # version range excludes the installed one
