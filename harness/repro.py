@@ -17,7 +17,7 @@ import torch
 from . import backends, compare, outcomes, run, trace
 from .archs import archs_for
 from .archs.base import build_model, make_batch
-from .cells import find
+from .cells import SelectionError, find
 from .report import versions
 
 
@@ -75,8 +75,10 @@ def script(cell_id: str, options: run.Options | None = None, with_outcome: bool 
     for k in ("transformers_version", "model_type"):
         if type(cfg).__name__ != "EncoderDecoderConfig":
             diff.pop(k, None)
-    method_cfg = method.make_config(arch, cell.task)
-    rep = be.repro(method_cfg)
+    try:
+        rep = be.repro(method, arch, cell.task, model)
+    except NotImplementedError as exc:
+        raise SelectionError(f"cannot write a repro for {cell.id}: {exc}") from None
     header = f"harness outcome at generation: not run"
     if with_outcome:
         r = run.Runner(o).run_cell(cell)
@@ -95,7 +97,7 @@ def script(cell_id: str, options: run.Options | None = None, with_outcome: bool 
         unsupported=repr(be.unsupported_patterns + backends.base.COMMON_UNSUPPORTED),
         batches=_batches_source(arch, cell.task, model, cell.inputs, o.steps, o.seed),
         steps=o.steps, seed=o.seed, lr=o.lr, dtype=o.dtype, timeout=o.timeout,
-        reentrant=cell.gc_mode == "reentrant", loss_is_output=True,
+        reentrant=cell.gc_mode == "reentrant", batch_extra=rep.get("batch_extra", "{}"),
         harness_sources=from_harness, loop_sources=loop,
     )
 
@@ -167,7 +169,7 @@ class Recipe:
         return model
 
     def batch(self, model, step):
-        return dict(BATCHES[step])
+        return dict(BATCHES[step], **{batch_extra})
 
     def loss(self, output):
         loss = getattr(output, "loss", None)

@@ -96,8 +96,8 @@ class AdaptersBackend(Backend):
         model.train_adapter(NAME)
         return model
 
-    def repro(self, config) -> dict:
-        return {"imports": "import adapters", "config": config.to_dict(), "setup": "adapters.init(model)",
+    def repro(self, method, arch, task, model) -> dict:
+        return {"imports": "import adapters", "config": method.make_config(arch, task).to_dict(), "setup": "adapters.init(model)",
                 "attach": f"model.add_adapter({NAME!r}, config=adapters.AdapterConfig.load(METHOD_CONFIG))\n"
                           f"model.train_adapter({NAME!r})"}
 

@@ -50,9 +50,10 @@ class Backend:
             gradient_checkpointing_kwargs={"use_reentrant": gc_mode == "reentrant"}
         )
 
-    def repro(self, config) -> dict:
-        """Source for a standalone repro script: {"imports", "config" (a literal-able dict),
-        "setup", "attach"}: statements acting on `model`; METHOD_CONFIG holds "config"."""
+    def repro(self, method: MethodSpec, arch: ArchSpec, task: str, model) -> dict:
+        """Source for a standalone repro script: {"imports", "config" (a literal-able dict held in
+        METHOD_CONFIG), "setup", "attach" (statements acting on `model`), optional "batch_extra" (an
+        expression of extra forward kwargs)}. `model` is the freshly built model."""
         raise NotImplementedError(f"backend {self.name} has no repro support")
 
     def is_unsupported(self, exc: BaseException) -> bool:

@@ -11,7 +11,7 @@ class FullBackend(Backend):
             p.requires_grad_(True)
         return model
 
-    def repro(self, config) -> dict:
+    def repro(self, method, arch, task, model) -> dict:
         return {"imports": "", "config": None, "setup": "",
                 "attach": "for p in model.parameters():\n    p.requires_grad_(True)"}
 

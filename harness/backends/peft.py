@@ -1,0 +1,420 @@
+"""Backend `peft` (Hugging Face PEFT): one MethodSpec per PeftType, sized for hidden-32 models.
+
+Users' path:
+
+* `gc_first`: ``model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": ...})``
+  on the transformers model, then ``get_peft_model(model, config)`` (whose ``PeftModel.__init__``
+  calls ``enable_input_require_grads`` when the model reports ``is_gradient_checkpointing``);
+* `adapter_first`: ``get_peft_model(model, config)`` first, then
+  ``peft_model.gradient_checkpointing_enable(...)`` on the PeftModel (forwarded by ``__getattr__`` to
+  the transformers model).
+
+Nothing is patched: whatever ``enable_input_require_grads`` does or does not happen is the libraries'
+behaviour. Sizes: hidden 32, intermediate 37, 4 heads (head_dim 8), 2 kv-heads on llama (so
+``v_proj`` is 32 -> 16), vocab 256. Every block-structured method is sized to divide 8.
+
+Target modules: peft's own default for the model_type when it has one, else an arch-generic
+fallback resolved on the model (:mod:`._peft_targets`).
+"""
+from __future__ import annotations
+
+import tempfile
+
+from ..archs.base import ArchSpec
+from . import _peft_targets as T
+from .base import Backend, MethodSpec
+
+NAME = "default"
+
+_TASK_TYPE = {
+    "causal_lm": "CAUSAL_LM",
+    "seq_cls": "SEQ_CLS",
+    "seq2seq_lm": "SEQ_2_SEQ_LM",
+    "token_cls": "TOKEN_CLS",
+    "feature": "FEATURE_EXTRACTION",
+}
+# tasks without a peft TaskType: peft's image-classification guide passes no task_type and trains
+# the new head through modules_to_save.
+_HEAD_TO_SAVE = {"image_cls": ["classifier"], "audio_cls": ["classifier", "projector"]}
+# the head of each task, for `lora_mts`
+_HEADS = {
+    "causal_lm": ["lm_head"], "seq2seq_lm": ["lm_head"], "seq_cls": ["classifier", "score"],
+    "token_cls": ["classifier"], "image_cls": ["classifier"], "audio_cls": ["classifier", "projector"],
+}
+_TEXT_TASKS = ("causal_lm", "seq_cls", "seq2seq_lm", "token_cls", "feature")
+# token ids 0..4 are never drawn by the harness; 5.. are content tokens
+_TOKENS = list(range(5, 69))
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+def _fields(cls) -> set[str]:
+    import dataclasses
+
+    return {f.name for f in dataclasses.fields(cls)}
+
+
+def _common(cls, task: str, extra_save: list[str] | None = None) -> dict:
+    kw = {}
+    if task in _TASK_TYPE:
+        kw["task_type"] = _TASK_TYPE[task]
+    save = list(_HEAD_TO_SAVE.get(task, [])) + list(extra_save or [])
+    if save and "modules_to_save" in _fields(cls):
+        kw["modules_to_save"] = save
+    return kw
+
+
+def _cfg(cls_name: str, mapping: str | None, fallback: str = "linear", **kw):
+    """A config factory: peft's `cls_name(**kw)` with task_type, head saving and target_modules.
+
+    mapping: the name of peft's TRANSFORMERS_MODELS_TO_*_TARGET_MODULES_MAPPING, or None to leave
+    target_modules to the method (prompt learning, adaption prompt); fallback: the :mod:`._peft_targets`
+    marker used when the mapping lacks the model_type (``linear/8`` also filters peft's default list).
+    """
+    def make(arch: ArchSpec, task: str):
+        import peft
+
+        cls = getattr(peft, cls_name)
+        args = _common(cls, task)
+        if mapping is not None and "target_modules" in _fields(cls) and "target_modules" not in kw:
+            args["target_modules"] = T.default_or(mapping, arch.mtype, fallback)
+        args.update(kw)
+        return cls(**args)
+    return make
+
+
+def _map(short: str) -> str:
+    return f"TRANSFORMERS_MODELS_TO_{short}_TARGET_MODULES_MAPPING"
+
+
+def _prompt_only(arch: ArchSpec, task: str) -> str | None:
+    if arch.modality != "text" or task not in _TEXT_TASKS:
+        return f"prompt-learning methods prepend virtual tokens to input_ids/word embeddings; {arch.modality} {task} has none"
+    return None
+
+
+def _prompt_tokens(arch: ArchSpec, task: str) -> str | None:
+    """Prompt methods that prepend virtual tokens to the sequence (not prefix tuning, which uses the KV cache)."""
+    if task == "token_cls":
+        return ("peft's PeftModelForTokenClassification prepends the virtual tokens to inputs_embeds but not to the "
+                "labels (ValueError: Expected input batch_size (28) to match target batch_size (20))")
+    return _prompt_only(arch, task)
+
+
+def _trainable_tokens_applies(arch: ArchSpec, task: str) -> str | None:
+    if task == "token_cls":
+        return ("peft's PeftModelForTokenClassification.__init__ iterates self.modules_to_save, which is None for "
+                "TrainableTokensConfig (TypeError: 'NoneType' object is not iterable)")
+    if arch.modality != "text" or task not in _TEXT_TASKS:
+        return f"trainable_tokens adapts rows of the input token embedding; {arch.modality} {task} has no token ids"
+    return None
+
+
+def _poly_applies(arch: ArchSpec, task: str) -> str | None:
+    if task not in _TASK_TYPE:
+        return ("Poly needs task_ids routed through PolyModel.forward; the task-less base PeftModel.forward calls the "
+                "transformers model directly, so task_ids never reach the Poly layers ('task_ids should not be None')")
+    return None
+
+
+def _causal_only(arch: ArchSpec, task: str) -> str | None:
+    if task != "causal_lm":
+        return "CPT only supports task_type CAUSAL_LM (peft CPTConfig)"
+    return _prompt_only(arch, task)
+
+
+def _adaption_prompt_applies(arch: ArchSpec, task: str) -> str | None:
+    from peft.tuners.adaption_prompt.config import TRANSFORMERS_MODEL_CONFIG
+
+    if arch.mtype not in TRANSFORMERS_MODEL_CONFIG:
+        return f"adaption_prompt only supports model types {sorted(TRANSFORMERS_MODEL_CONFIG)} (peft)"
+    return None
+
+
+def _has_head(arch: ArchSpec, task: str) -> str | None:
+    return None if task in _HEADS else f"task {task} has no head to put in modules_to_save"
+
+
+def _shadow(arch, task):
+    import peft
+
+    # peft finds the blocks itself in `.layers` / `.h`; other backbones (bert's encoder.layer, ...) get
+    # their block list explicitly, as peft's error message asks
+    tm = None if arch.decoder_only else T.MARK + "blocks"
+    return peft.ShadowConfig(r=4, shadow_num_hidden_layers=1, target_modules=tm, **_common(peft.ShadowConfig, task))
+
+
+def _shadow_applies(arch: ArchSpec, task: str) -> str | None:
+    if arch.modality != "text":
+        return "ShadowPEFT's mirror backbone is fed the base model's input embeddings (text models)"
+    if task == "seq2seq_lm":
+        return ("ShadowPEFT calls its mirror backbone with inputs_embeds only; an encoder-decoder mirror also needs "
+                "decoder inputs (ValueError: You have to specify either decoder_input_ids or decoder_inputs_embeds)")
+    return None
+
+
+def _xlora_applies(arch: ArchSpec, task: str) -> str | None:
+    if arch.modality != "text":
+        return "X-LoRA's classifier runs on the text model's hidden states"
+    from ..archs.base import head_class
+
+    try:
+        prefix = getattr(head_class(arch, task), "base_model_prefix", None)
+    except Exception:  # noqa: BLE001 - custom builders: let the run tell
+        return None
+    if prefix != "model":
+        return (f"peft's X-LoRA expert loader rewrites adapter keys to 'model.model.<...>', so it only loads experts "
+                f"into models whose backbone attribute is 'model' (this one: {prefix!r}; 'Got unexpected keys')")
+    return None
+
+
+def _sklearn(arch: ArchSpec, task: str) -> str | None:
+    import importlib.util
+
+    if importlib.util.find_spec("sklearn") is None:
+        return "scikit-learn is not installed (peft's AdaMSS imports it for its subspace clustering)"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# config factories needing more than keyword arguments
+def _lora_mts(arch, task):
+    import peft
+
+    args = _common(peft.LoraConfig, task, _HEADS.get(task))
+    args["modules_to_save"] = sorted(set(args.get("modules_to_save", [])))
+    return peft.LoraConfig(r=4, lora_alpha=8, lora_dropout=0.1,
+                           target_modules=T.default_or(_map("LORA"), arch.mtype, "linear"), **args)
+
+
+def _ia3(arch, task):
+    import peft
+
+    tm = T.default_or(_map("IA3"), arch.mtype, "linear")
+    ff = None if tm is None else T.MARK + "none"
+    return peft.IA3Config(target_modules=tm, feedforward_modules=ff, **_common(peft.IA3Config, task))
+
+
+def _cpt(arch, task):
+    import peft
+
+    return peft.CPTConfig(task_type="CAUSAL_LM", cpt_token_ids=list(range(5, 13)), cpt_mask=[1] * 8,
+                          cpt_tokens_type_mask=[1, 2, 2, 2, 3, 3, 3, 4])
+
+
+def _trainable_tokens(arch, task):
+    import peft
+
+    return peft.TrainableTokensConfig(token_indices=_TOKENS, **_common(peft.TrainableTokensConfig, task))
+
+
+def _xlora(arch, task):
+    import peft
+
+    # `adapters` is filled in attach (X-LoRA loads its LoRA experts from saved checkpoints)
+    return peft.XLoraConfig(hidden_size=32, adapters={"0": "", "1": ""}, xlora_depth=1, xlora_size=16,
+                            **_common(peft.XLoraConfig, task))
+
+
+def _lora_kw(**kw):
+    return dict(r=4, lora_alpha=8, lora_dropout=0.1, **kw)
+
+
+_PROMPT = {"num_virtual_tokens": 4}
+
+METHODS = {m.name: m for m in [
+    # --- LoRA family
+    MethodSpec("lora", _cfg("LoraConfig", _map("LORA"), **_lora_kw())),
+    MethodSpec("dora", _cfg("LoraConfig", _map("LORA"), **_lora_kw(use_dora=True))),
+    MethodSpec("rslora", _cfg("LoraConfig", _map("LORA"), **_lora_kw(use_rslora=True))),
+    MethodSpec("lora_mts", _lora_mts, applies=_has_head, notes="LoRA + modules_to_save of the task head"),
+    MethodSpec("adalora", _cfg("AdaLoraConfig", _map("ADALORA"), init_r=4, target_r=2, lora_alpha=8,
+                               tinit=0, tfinal=0, deltaT=1, total_step=3)),
+    MethodSpec("loha", _cfg("LoHaConfig", _map("LOHA"), r=4, alpha=8)),
+    MethodSpec("lokr", _cfg("LoKrConfig", _map("LOKR"), r=4, alpha=8)),
+    MethodSpec("vera", _cfg("VeraConfig", _map("VERA"), r=8)),
+    MethodSpec("pvera", _cfg("PveraConfig", _map("PVERA"), r=8)),
+    MethodSpec("fourierft", _cfg("FourierFTConfig", _map("FOURIERFT"), n_frequency=64, scaling=10.0)),
+    MethodSpec("waveft", _cfg("WaveFTConfig", _map("WAVEFT"), n_frequency=64)),
+    MethodSpec("vblora", _cfg("VBLoRAConfig", _map("VBLORA"), "linear/8", r=4, num_vectors=32,
+                              vector_length=8, topk=2)),
+    MethodSpec("unilora", _cfg("UniLoraConfig", _map("UNILORA"), r=4, theta_d_length=64)),
+    MethodSpec("randlora", _cfg("RandLoraConfig", _map("RANDLORA"), r=4, randlora_alpha=16)),
+    MethodSpec("shira", _cfg("ShiraConfig", _map("SHIRA"), r=4, random_seed=42)),
+    MethodSpec("c3a", _cfg("C3AConfig", _map("C3A"), "linear/8", block_size=8)),
+    MethodSpec("road", _cfg("RoadConfig", _map("ROAD"), "linear/8", group_size=8)),
+    MethodSpec("delora", _cfg("DeloraConfig", _map("DELORA"), r=4)),
+    MethodSpec("gralora", _cfg("GraloraConfig", _map("GRALORA"), "linear/8", r=8, alpha=16, gralora_k=2)),
+    MethodSpec("hira", _cfg("HiraConfig", _map("HIRA"), r=4)),
+    MethodSpec("miss", _cfg("MissConfig", _map("MISS"), "linear/8", r=8)),
+    MethodSpec("adamss", _cfg("AdamssConfig", _map("ADAMSS"), r=8, num_subspaces=2, subspace_rank=1),
+               applies=_sklearn),
+    MethodSpec("lily", _cfg("LilyConfig", _map("LILY"), r=4, num_B=2, stride_A=1)),
+    MethodSpec("frod", _cfg("FrodConfig", _map("FROD"), sparse_rate=0.1, progressbar=False)),
+    MethodSpec("glora", _cfg("GloraConfig", _map("GLORA"), r=4)),
+    MethodSpec("tinylora", _cfg("TinyLoraConfig", _map("TINYLORA"), r=2, u=8)),
+    MethodSpec("psoft", _cfg("PsoftConfig", _map("PSOFT"), r=4, psoft_alpha=4)),
+    MethodSpec("peanut", _cfg("PeanutConfig", _map("PEANUT"), r=4)),
+    MethodSpec("deft", _cfg("DeftConfig", _map("DEFT"), r=4)),
+    MethodSpec("supertuning", _cfg("SupertuningConfig", _map("SUPERTUNING"), sparsity=0.9)),
+    MethodSpec("osf", _cfg("OSFConfig", _map("OSF"), "linear/8", effective_rank=4)),
+    MethodSpec("poly", _cfg("PolyConfig", _map("POLY"), r=4, n_tasks=1, n_skills=2, n_splits=1),
+               applies=_poly_applies, notes="task_ids (all 0) passed with every batch, as Poly requires"),
+    MethodSpec("xlora", _xlora, applies=_xlora_applies,
+               notes="two LoRA experts (random non-zero init) saved to a temp dir and loaded by X-LoRA; "
+                     "use_cache=False as X-LoRA requires"),
+    # --- orthogonal / multiplicative
+    MethodSpec("oft", _cfg("OFTConfig", _map("OFT"), "linear/8", r=0, oft_block_size=8)),
+    MethodSpec("boft", _cfg("BOFTConfig", _map("BOFT"), "linear/8", boft_block_size=8,
+                            boft_n_butterfly_factor=2)),
+    MethodSpec("hra", _cfg("HRAConfig", _map("HRA"), "linear/8", r=8)),
+    MethodSpec("ia3", _ia3),
+    MethodSpec("beft", _cfg("BeftConfig", _map("BEFT"))),
+    MethodSpec("ln_tuning", _cfg("LNTuningConfig", _map("LNTUNING"), "norm")),
+    MethodSpec("trainable_tokens", _trainable_tokens, applies=_trainable_tokens_applies),
+    MethodSpec("shadow", _shadow, applies=_shadow_applies),
+    # --- prompt learning
+    MethodSpec("prompt_tuning", _cfg("PromptTuningConfig", None, **_PROMPT), applies=_prompt_tokens),
+    MethodSpec("p_tuning", _cfg("PromptEncoderConfig", None, encoder_hidden_size=16, **_PROMPT),
+               applies=_prompt_tokens),
+    MethodSpec("prefix_tuning", _cfg("PrefixTuningConfig", None, **_PROMPT), applies=_prompt_only),
+    MethodSpec("cartridge", _cfg("CartridgeConfig", None, num_frozen_tokens=1, **_PROMPT), applies=_prompt_only),
+    MethodSpec("multitask_prompt_tuning", _cfg("MultitaskPromptTuningConfig", None, num_tasks=1, **_PROMPT),
+               applies=_prompt_tokens, notes="task_ids (all 0) passed with every batch, as MPT requires"),
+    MethodSpec("cpt", _cpt, applies=_causal_only),
+    MethodSpec("adaption_prompt", _cfg("AdaptionPromptConfig", None, adapter_len=4, adapter_layers=2),
+               applies=_adaption_prompt_applies),
+]}
+
+# methods whose forward needs `task_ids`; the backend hands it in with every batch as users do
+_NEEDS_TASK_IDS = ("poly", "multitask_prompt_tuning")
+
+# PeftType name -> methods covering it
+_COVERS = {
+    "LORA": ("lora", "dora", "rslora", "lora_mts"), "ADALORA": ("adalora",), "LOHA": ("loha",),
+    "LOKR": ("lokr",), "VERA": ("vera",), "PVERA": ("pvera",), "FOURIERFT": ("fourierft",),
+    "WAVEFT": ("waveft",), "VBLORA": ("vblora",), "UNILORA": ("unilora",), "RANDLORA": ("randlora",),
+    "SHIRA": ("shira",), "C3A": ("c3a",), "ROAD": ("road",), "DELORA": ("delora",), "GRALORA": ("gralora",),
+    "HIRA": ("hira",), "MISS": ("miss",), "BONE": ("bone",), "ADAMSS": ("adamss",), "LILY": ("lily",),
+    "FROD": ("frod",), "GLORA": ("glora",), "TINYLORA": ("tinylora",), "PSOFT": ("psoft",),
+    "PEANUT": ("peanut",), "DEFT": ("deft",), "SUPERTUNING": ("supertuning",), "OSF": ("osf",),
+    "POLY": ("poly",), "XLORA": ("xlora",), "OFT": ("oft",), "BOFT": ("boft",), "HRA": ("hra",),
+    "IA3": ("ia3",), "BEFT": ("beft",), "LN_TUNING": ("ln_tuning",), "TRAINABLE_TOKENS": ("trainable_tokens",),
+    "SHADOW": ("shadow",), "PROMPT_TUNING": ("prompt_tuning",), "P_TUNING": ("p_tuning",),
+    "PREFIX_TUNING": ("prefix_tuning",), "CARTRIDGE": ("cartridge",),
+    "MULTITASK_PROMPT_TUNING": ("multitask_prompt_tuning",), "CPT": ("cpt",),
+    "ADAPTION_PROMPT": ("adaption_prompt",),
+}
+# PeftTypes that exist but cannot be a cell of this matrix
+_NOT_COVERED_REASON: dict[str, str] = {}
+
+
+def peft_type_status() -> dict[str, str]:
+    """Every ``peft.PeftType`` member -> "covered by ...", "unsupported: ...", "not applicable: ..." or
+    "not covered" (a PeftType this backend does not know yet, e.g. one added by a newer peft)."""
+    import peft
+
+    out = {}
+    for t in peft.PeftType:
+        names = [m for m in _COVERS.get(t.name, ()) if m in METHODS]
+        if names:
+            out[t.name] = "covered by " + ", ".join(names)
+        elif t.name in _NOT_COVERED_REASON:
+            out[t.name] = _NOT_COVERED_REASON[t.name]
+        else:
+            out[t.name] = "not covered"
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+class PeftBackend(Backend):
+    def attach(self, model, arch, task, method):
+        from peft import get_peft_model
+
+        config = method.make_config(arch, task)
+        T.resolve_config(config, model)
+        T.fill_prompt_dims(config, model)
+        if method.name == "xlora":
+            return self._attach_xlora(model, arch, task, config)
+        peft_model = get_peft_model(model, config, adapter_name=NAME)
+        if method.name in _NEEDS_TASK_IDS:
+            peft_model.register_forward_pre_hook(_pass_task_ids, with_kwargs=True)
+        return peft_model
+
+    def repro(self, method, arch, task, model) -> dict:
+        if method.name == "xlora":
+            raise NotImplementedError("xlora loads its LoRA experts from disk: no standalone repro")
+        config = method.make_config(arch, task)
+        T.resolve_config(config, model)
+        T.fill_prompt_dims(config, model)
+        extra = "{}"
+        if method.name in _NEEDS_TASK_IDS:
+            extra = "{'task_ids': torch.zeros(len(next(iter(BATCHES[step].values()))), dtype=torch.long)}"
+        return {"imports": "import peft", "config": config.to_dict(), "setup": "",
+                "attach": f"model = peft.get_peft_model(model, peft.get_peft_config(METHOD_CONFIG), "
+                          f"adapter_name={NAME!r})", "batch_extra": extra}
+
+    def _attach_xlora(self, model, arch, task, config):
+        """X-LoRA mixes LoRA experts loaded from checkpoints: save two (non-zero) LoRA adapters of this
+        model to a temp dir first, as a user would have them on disk. Uses a copy of the model so the
+        model to train is untouched; the copy draws from the same seeded RNG in every run."""
+        import copy
+
+        from peft import LoraConfig, get_peft_model
+
+        model.config.use_cache = False  # X-LoRA refuses use_cache=True
+        text_cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+        config.hidden_size = text_cfg.hidden_size
+        with tempfile.TemporaryDirectory() as tmp:
+            adapters = {}
+            for i in range(2):
+                # experts carry LoRA weights only (no task head: X-LoRA's loader rejects modules_to_save keys)
+                lcfg = LoraConfig(r=4, lora_alpha=8, init_lora_weights=False,
+                                  target_modules=T.default_or(_map("LORA"), arch.mtype, "linear"))
+                donor = copy.deepcopy(model)
+                T.resolve_config(lcfg, donor)
+                get_peft_model(donor, lcfg).save_pretrained(f"{tmp}/{i}")
+                adapters[str(i)] = f"{tmp}/{i}"
+                del donor
+            config.adapters = adapters
+            return get_peft_model(model, config, adapter_name=NAME)
+
+
+def _pass_task_ids(module, args, kwargs):
+    if kwargs.get("task_ids") is None:
+        import torch
+
+        ref = next(kwargs[k] for k in ("input_ids", "inputs_embeds", "pixel_values", "input_features", "input_values")
+                   if kwargs.get(k) is not None)
+        kwargs["task_ids"] = torch.zeros(ref.shape[0], dtype=torch.long, device=ref.device)
+    return args, kwargs
+
+
+def make() -> Backend:
+    try:
+        import peft  # noqa: F401
+        missing = None
+    except Exception as exc:  # noqa: BLE001
+        missing = f"peft not importable: {type(exc).__name__}: {exc}"
+    return PeftBackend(
+        name="peft",
+        methods=METHODS,
+        missing=missing,
+        unsupported_patterns=(
+            # peft_model._setup_prompt_encoder: prefix tuning / cartridge with checkpointing on
+            r"does not work with gradient checkpointing",
+            # adaption_prompt / cpt / ... method-arch refusals
+            r"Unsupported model type for adaption prompt",
+            r"only supports task_type",
+            # lora forward hooks (aLoRA) under checkpointing
+            r"Multiple invocations of PEFT forward hooks before \.backward\(\) with enabled gradient checkpointing",
+            # peft's layer-type refusals (e.g. transformers' Conv1D of gpt2 for Linear-only methods):
+            # "Target module ... is not supported. Currently, only ...", "... does not support target modules of type"
+            r"Target module.{0,200}not supported",
+            # "<Method> does not support DoRA / target modules of type ... / this layer type / ..." and prefix
+            # tuning / cartridge on a model whose forward takes no past_key_values (not Python's
+            # "object does not support item assignment", which is a bug)
+            r"does not support (DoRA|LOFTQ|VeLoRA|KaSA|aLoRA|mixed|target modules of type|this layer type"
+            r"|nested base layers|adapting conv layers|past key values|megatron)",
+        ),
+    )
