@@ -54,47 +54,88 @@ ADAPTERS_REENTRANT = (
 
 ADAPTERS_SRC = "https://github.com/adapter-hub/adapters/blob/v1.3.0/src/adapters"
 TF_SRC = "https://github.com/huggingface/transformers/blob/v4.57.6/src/transformers"
-ENC_DEC = ("t5", "mt5", "bart", "mbart", "plbart", "whisper", "bert2bert")
+ENC_DEC = ("t5", "mt5", "bart", "mbart", "plbart", "whisper")       # adapters' own encoder-decoder classes
 PREFIX_CACHE_ARCHS = ("gpt2", "llama", "mistral")
+FUSED_QKV = ("deberta", "gpt2", "modernbert")                       # one projection computes q, k and v
+GQA = ("gemma2", "gemma3_text", "llama", "mistral", "phi", "qwen2", "qwen3")  # k/v narrower than q here
+NO_PROMPT_TUNING = ("bart", "mbart", "plbart", "t5", "mt5", "whisper", "gpt2", "gptj", "llama", "mistral",
+                    "bert2bert")
+A = {"backend": "adapters"}
 
 EXPECTATIONS: list[Expect] = [
-    # ---- the libraries refuse, with their own documented error -------------------------------
-    Expect({"backend": "adapters", "gc_mode": "reentrant"}, Outcome.UNSUPPORTED, ADAPTERS_REENTRANT,
-           "https://github.com/adapter-hub/adapters/pull/759", {"adapters": ">=1.1.0"}),
+    # Outcome precedence follows what a user hits first: a refusal of checkpointing itself
+    # (gradient_checkpointing_enable raising) is `unsupported` without a baseline being needed,
+    # unless adding the adapter already failed before it (adapter_first order).
+    Expect({**A, "method": ("dora", "dvora"), "arch": FUSED_QKV, "order": "adapter_first"}, Outcome.ERROR,
+           "adapters' DoRA/DVoRA on a fused qkv projection fails when the adapter is added (see below), "
+           "before checkpointing is enabled in this order", f"{ADAPTERS_SRC}/methods/lora.py", {"adapters": ">=1.2"}),
+    # ---- the libraries refuse checkpointing, with their own documented error -------------------
     Expect({"arch": "albert"}, Outcome.UNSUPPORTED,
            "AlbertPreTrainedModel.supports_gradient_checkpointing is False: transformers refuses",
            f"{TF_SRC}/models/albert/modeling_albert.py", {"transformers": ">=4.35"}),
-    Expect({"backend": "adapters", "arch": "clip"}, Outcome.UNSUPPORTED,
+    Expect({**A, "arch": "clip"}, Outcome.UNSUPPORTED,
            "adapters' gradient_checkpointing_enable needs enable_input_require_grads, which CLIPModel lacks",
            f"{ADAPTERS_SRC}/model_mixin.py", {"adapters": ">=1.1.0"}),
-    Expect({"backend": "adapters", "arch": ("modernbert", "gemma2", "gemma3_text", "qwen2", "qwen3", "phi"),
+    Expect({**A, "gc_mode": "reentrant"}, Outcome.UNSUPPORTED, ADAPTERS_REENTRANT,
+           "https://github.com/adapter-hub/adapters/pull/759", {"adapters": ">=1.1.0"}),
+    # ---- the libraries refuse the method, with their own documented error ----------------------
+    Expect({**A, "arch": ("modernbert", "gemma2", "gemma3_text", "qwen2", "qwen3", "phi"),
             "method": ("prefix_tuning*", "prompt_tuning", "mam", "unipelt")}, Outcome.UNSUPPORTED,
            "the plugin interface (AdapterModelInterface) of adapters supports no prefix/prompt tuning",
            f"{ADAPTERS_SRC}/interface.py", {"adapters": ">=1.2"}),
+    Expect({**A, "arch": NO_PROMPT_TUNING, "method": "prompt_tuning"}, Outcome.UNSUPPORTED,
+           "the model's adapters mixin declares support_prompt_tuning = False: add_adapter refuses",
+           f"{ADAPTERS_SRC}/models/llama/mixin_llama.py", {"adapters": ">=1.2"}),
+    Expect({**A, "arch": ("vit", "beit"), "method": ("seq_bn_inv", "double_seq_bn_inv")}, Outcome.UNSUPPORTED,
+           "vision models have no token embeddings for the invertible adapter: add_adapter refuses",
+           f"{ADAPTERS_SRC}/model_mixin.py", {"adapters": ">=1.2"}),
+    # ---- the baseline itself fails inside the library (not checkpointing findings) ------------
+    # These come first: they hold in every gc mode, also where adapters would refuse reentrant.
+    Expect({**A, "method": ("dora", "dvora"), "arch": FUSED_QKV}, Outcome.ERROR,
+           "adapters' DoRA/DVoRA on a fused qkv projection sizes the magnitude for the whole output but the "
+           "low-rank delta for the selected q/v slices: shape error when the adapter is added",
+           f"{ADAPTERS_SRC}/methods/lora.py", {"adapters": ">=1.2"}),
+    Expect({**A, "method": "vera", "arch": FUSED_QKV}, Outcome.ERROR,
+           "adapters' VeRA on a fused qkv projection: 'Vera' object has no attribute 'lora_A' in forward",
+           f"{ADAPTERS_SRC}/methods/lora.py", {"adapters": ">=1.2"}),
+    Expect({**A, "method": ("vera", "dvora"), "arch": GQA}, Outcome.ERROR,
+           "adapters' VeRA/DVoRA share one frozen A/B pair sized for the query projection; the narrower k/v "
+           "projections of grouped-query attention cannot be multiplied with it",
+           f"{ADAPTERS_SRC}/methods/lora.py", {"adapters": ">=1.2"}),
+    Expect({**A, "method": ("par_bn", "scaled_par_bn"), "arch": "phi"}, Outcome.ERROR,
+           "adapters' plugin interface for phi hands the parallel adapter no input (linear(): input is None)",
+           f"{ADAPTERS_SRC}/wrappers/interfaces.py", {"adapters": ">=1.2"}),
+    Expect({**A, "arch": PREFIX_CACHE_ARCHS, "method": ("prefix_tuning", "prefix_tuning_flat"), "inputs": "padded",
+            "task": "causal_lm"}, Outcome.ERROR,
+           "with a padding mask adapters' prefix is masked out even without checkpointing: no prefix tensor "
+           "ever gets a gradient (vacuous baseline)", f"{ADAPTERS_SRC}/methods/prefix_tuning.py",
+           {"adapters": ">=1.2", "transformers": ">=4.57,<5"}),
+    Expect({**A, "method": "prompt_tuning", "arch": "bert-generation"}, Outcome.ERROR,
+           "adapters' prompt tuning on BertGenerationDecoder: the causal mask keeps the unprompted length",
+           f"{ADAPTERS_SRC}/models/bert_generation", {"adapters": ">=1.2"}),
+    Expect({**A, "method": "prompt_tuning", "task": "token_cls"}, Outcome.ERROR,
+           "prompt tuning prepends prompt tokens to the input but not to token labels: shape mismatch in the loss",
+           f"{ADAPTERS_SRC}/methods/prompt_tuning.py", {"adapters": ">=1.2"}),
+    Expect({**A, "arch": ENC_DEC, "method": ("loreft", "noreft", "direft"), "inputs": ("masked", "padded")},
+           Outcome.ERROR,
+           "adapters' ReFT takes the sequence lengths from the encoder's attention mask and indexes the "
+           "shorter decoder sequence with them (index out of bounds), with or without checkpointing",
+           f"{ADAPTERS_SRC}/methods/reft.py", {"adapters": ">=1.2"}),
     # ---- checkpointing findings (real bugs) ----------------------------------------------------
-    Expect({"backend": "adapters", "arch": "beit", "gc_mode": "non_reentrant"}, Outcome.GC_ERROR,
+    Expect({**A, "arch": "beit", "gc_mode": "non_reentrant"}, Outcome.GC_ERROR,
            "adapters' gradient_checkpointing_enable calls enable_input_require_grads, whose hook does "
            "output.requires_grad_(); BeitPatchEmbeddings returns a tuple, so the first forward raises",
            f"{TF_SRC}/modeling_utils.py#L2856", {"adapters": ">=1.1.0", "transformers": ">=4.57,<5"}),
-    Expect({"backend": "adapters", "arch": PREFIX_CACHE_ARCHS, "method": ("prefix_tuning*", "mam", "unipelt"),
+    Expect({**A, "arch": PREFIX_CACHE_ARCHS, "method": ("prefix_tuning*", "mam", "unipelt"),
             "gc_mode": "non_reentrant", "inputs": "unmasked"}, Outcome.MISSING_GRAD,
            "checkpointing forces use_cache=False; transformers 4.57 then builds a 4D bool mask and adapters' "
            "inverted prefix mask becomes all False, so the prefix is masked out and gets no gradient",
            f"{ADAPTERS_SRC}/methods/prefix_tuning.py", {"adapters": ">=1.2", "transformers": ">=4.57,<5"}),
-    Expect({"backend": "adapters", "arch": ENC_DEC, "method": ("loreft", "noreft", "direft"),
+    Expect({**A, "arch": ENC_DEC, "method": ("loreft", "noreft", "direft"),
             "gc_mode": "non_reentrant", "inputs": "unmasked"}, Outcome.MISMATCH,
            "ReFT keeps its position indices in the shared ForwardContext; the decoder overwrites them and "
            "the encoder layers recomputed in backward intervene at the decoder's positions",
            f"{ADAPTERS_SRC}/methods/reft.py", {"adapters": ">=1.2"}),
-    # ---- baseline errors of the library (not checkpointing findings) --------------------------
-    Expect({"backend": "adapters", "arch": ENC_DEC, "method": ("loreft", "noreft", "direft"),
-            "inputs": ("masked", "padded")}, Outcome.ERROR,
-           "adapters' ReFT takes the sequence lengths from the encoder's attention mask and indexes the "
-           "shorter decoder sequence with them (index out of bounds), with or without checkpointing",
-           f"{ADAPTERS_SRC}/methods/reft.py", {"adapters": ">=1.2"}),
-    Expect({"backend": "adapters", "method": "prompt_tuning", "task": "token_cls"}, Outcome.ERROR,
-           "prompt tuning prepends prompt tokens to the input but not to token labels: shape mismatch in the loss",
-           f"{ADAPTERS_SRC}/methods/prompt_tuning.py", {"adapters": ">=1.2"}),
 ]
 
 
