@@ -65,6 +65,17 @@ GQA = ("gemma2", "gemma3_text", "llama", "mistral", "phi", "qwen2", "qwen3")  # 
 NO_PROMPT_TUNING = ("bart", "mbart", "plbart", "t5", "mt5", "whisper", "gpt2", "gptj", "llama", "mistral",
                     "bert2bert")
 A = {"backend": "adapters"}
+P = {"backend": "peft"}
+PEFT_SRC = "https://github.com/huggingface/peft/blob/v0.21.2/src/peft"
+CONV1D = ("gpt2",)                                     # transformers' Conv1D instead of nn.Linear
+# peft methods that adapt weights inside the (checkpointed) layers, none of which touch the inputs
+PEFT_WEIGHT_METHODS = (
+    "lora", "dora", "rslora", "lora_mts", "adalora", "loha", "lokr", "vera", "pvera", "fourierft", "waveft",
+    "vblora", "unilora", "randlora", "shira", "c3a", "road", "delora", "gralora", "hira", "miss", "adamss",
+    "lily", "frod", "glora", "tinylora", "psoft", "peanut", "deft", "supertuning", "osf", "poly", "xlora",
+    "oft", "boft", "hra", "ia3", "beft", "adaption_prompt")
+PEFT_LINEAR_ONLY = ("beft", "boft", "c3a", "delora", "hra", "miss", "oft", "poly", "shira", "supertuning",
+                    "loha", "lokr", "glora", "psoft", "road", "lily", "peanut")
 
 EXPECTATIONS: list[Expect] = [
     # Outcome precedence follows what a user hits first: a refusal of checkpointing itself
@@ -83,6 +94,19 @@ EXPECTATIONS: list[Expect] = [
     Expect({**A, "gc_mode": "reentrant"}, Outcome.UNSUPPORTED, ADAPTERS_REENTRANT,
            "https://github.com/adapter-hub/adapters/pull/759", {"adapters": ">=1.1.0"}),
     # ---- the libraries refuse the method, with their own documented error ----------------------
+    Expect({**P, "arch": CONV1D, "method": PEFT_LINEAR_ONLY}, Outcome.UNSUPPORTED,
+           "the method supports nn.Linear only and refuses transformers' Conv1D layers",
+           f"{PEFT_SRC}/tuners/tuners_utils.py", {"peft": ">=0.17"}),
+    Expect({**P, "arch": CONV1D, "method": "osf", "task": "causal_lm"}, Outcome.ERROR,
+           "OSF silently skips Conv1D layers: nothing of the causal LM is trainable (the loss has no grad_fn)",
+           f"{PEFT_SRC}/tuners/osf", {"peft": ">=0.18"}),
+    Expect({**P, "arch": CONV1D, "method": "osf"}, Outcome.NOT_CHECKPOINTED,
+           "OSF silently skips Conv1D layers: only the head trains, so nothing inside the checkpointed "
+           "layers needs recomputing and checkpointing saves no memory",
+           f"{PEFT_SRC}/tuners/osf", {"peft": ">=0.18"}),
+    Expect({**P, "method": ("prefix_tuning", "cartridge"), "order": "gc_first"}, Outcome.UNSUPPORTED,
+           "peft refuses prefix tuning / cartridges on a model that already checkpoints",
+           f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.14"}),
     Expect({**A, "arch": ("modernbert", "gemma2", "gemma3_text", "qwen2", "qwen3", "phi"),
             "method": ("prefix_tuning*", "prompt_tuning", "mam", "unipelt")}, Outcome.UNSUPPORTED,
            "the plugin interface (AdapterModelInterface) of adapters supports no prefix/prompt tuning",
@@ -126,6 +150,34 @@ EXPECTATIONS: list[Expect] = [
            "shorter decoder sequence with them (index out of bounds), with or without checkpointing",
            f"{ADAPTERS_SRC}/methods/reft.py", {"adapters": ">=1.2"}),
     # ---- checkpointing findings (real bugs) ----------------------------------------------------
+    Expect({**P, "method": PEFT_WEIGHT_METHODS, "gc_mode": "reentrant", "order": "adapter_first"},
+           (Outcome.MISSING_GRAD, Outcome.GC_ERROR),
+           "peft calls enable_input_require_grads only when the model already checkpoints at get_peft_model; "
+           "PeftModel.gradient_checkpointing_enable afterwards does not, so with reentrant checkpointing no "
+           "input of a checkpointed layer requires grad and the adapters inside get none (gc_error when "
+           "nothing outside the layers trains: the loss has no grad_fn)",
+           f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.14"}),
+    Expect({**P, "method": "ln_tuning", "arch": ("llama", "gpt2", "t5"), "gc_mode": "reentrant",
+            "order": "adapter_first"}, Outcome.MISSING_GRAD,
+           "as for the weight methods: no norm outside the layers feeds them a grad-requiring input "
+           "(on BERT the embedding LayerNorm does, and it is equivalent)",
+           f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.14"}),
+    Expect({**P, "method": "poly"}, Outcome.GC_ERROR,
+           "Poly hands task_ids to its layers through forward hooks that live only during forward(); the "
+           "layers recomputed in backward find task_ids None", f"{PEFT_SRC}/tuners/poly/model.py",
+           {"peft": ">=0.14"}),
+    Expect({**P, "method": "xlora", "gc_mode": "non_reentrant"}, Outcome.GC_ERROR,
+           "X-LoRA injects the per-token expert scalings with hooks removed after forward: the recompute runs "
+           "plain LoRA and saves a different number of tensors (CheckpointError)",
+           f"{PEFT_SRC}/tuners/xlora/model.py", {"peft": ">=0.14"}),
+    Expect({**P, "method": "xlora", "gc_mode": "reentrant"}, Outcome.MISSING_GRAD,
+           "X-LoRA's scalings come from hooks removed after forward: the reentrant recompute cuts the X-LoRA "
+           "classifier out of the graph", f"{PEFT_SRC}/tuners/xlora/model.py", {"peft": ">=0.14"}),
+    Expect({**P, "method": ("prefix_tuning", "cartridge"), "order": "adapter_first"},
+           (Outcome.MISSING_GRAD, Outcome.GC_ERROR),
+           "peft's refusal of prefix tuning with checkpointing runs only in get_peft_model; enabled afterwards, "
+           "transformers' GradientCheckpointingLayer drops past_key_values (the prefix) in every layer",
+           f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.14", "transformers": ">=4.54"}),
     Expect({**A, "arch": "beit", "gc_mode": "non_reentrant"}, Outcome.GC_ERROR,
            "adapters' gradient_checkpointing_enable calls enable_input_require_grads, whose hook does "
            "output.requires_grad_(); BeitPatchEmbeddings returns a tuple, so the first forward raises",
