@@ -64,6 +64,15 @@ FUSED_QKV = ("deberta", "gpt2", "modernbert")                       # one projec
 GQA = ("gemma2", "gemma3_text", "llama", "mistral", "phi", "qwen2", "qwen3")  # k/v narrower than q here
 NO_PROMPT_TUNING = ("bart", "mbart", "plbart", "t5", "mt5", "whisper", "gpt2", "gptj", "llama", "mistral",
                     "bert2bert")
+# transformers models (the zoo): findings of full fine-tuning, which hold for every backend
+BATCHNORM = ("informer", "mobilevit", "parakeet_ctc", "parakeet_encoder", "wav2vec2-conformer")
+# models whose get_input_embeddings is not implemented (audio, composite vision-text)
+NO_INPUT_EMBEDDINGS = ("altclip", "canine", "chinese_clip", "clip", "clipseg", "data2vec-audio", "groupvit",
+                       "hubert", "metaclip_2", "owlv2", "owlvit", "parakeet_ctc", "parakeet_encoder", "sew",
+                       "sew-d", "siglip", "unispeech", "unispeech-sat", "wav2vec2", "wav2vec2-bert", "wavlm")
+# models whose input-embedding module returns a tuple (patch embeddings with their spatial shape)
+TUPLE_EMBEDDINGS = ("beit", "data2vec-vision", "donut-swin", "focalnet", "hiera", "internvl_vision",
+                    "maskformer-swin", "swin", "swinv2", "timesformer")
 A = {"backend": "adapters"}
 P = {"backend": "peft"}
 PEFT_SRC = "https://github.com/huggingface/peft/blob/v0.21.2/src/peft"
@@ -117,7 +126,21 @@ EXPECTATIONS: list[Expect] = [
     Expect({**A, "arch": ("vit", "beit"), "method": ("seq_bn_inv", "double_seq_bn_inv")}, Outcome.UNSUPPORTED,
            "vision models have no token embeddings for the invertible adapter: add_adapter refuses",
            f"{ADAPTERS_SRC}/model_mixin.py", {"adapters": ">=1.2"}),
+    Expect({"arch": "van"}, Outcome.UNSUPPORTED,
+           "transformers refuses: VanForImageClassification is not compatible with gradient checkpointing",
+           f"{TF_SRC}/models/deprecated/van/modeling_van.py", {"transformers": ">=4.35,<5"}),
     # ---- the baseline itself fails inside the library (not checkpointing findings) ------------
+    Expect({**P, "arch": ("mamba", "mamba2", "falcon_mamba", "falcon_h1"), "method": ("lora", "dora", "rslora")},
+           Outcome.ERROR,
+           "peft refuses LoRA on Mamba's out_proj/conv1d, which the harness's all-linear target rule picks; "
+           "a Mamba-specific target list is not written yet", f"{PEFT_SRC}/tuners/lora/model.py",
+           {"peft": ">=0.18"}),
+    Expect({**P, "arch": ("fnet", "clip_text_model", "switch_transformers", "speech_to_text", "moonshine",
+                           "llama4_text", "deepseek_vl"), "method": ("lora", "dora", "rslora", "lora_mts")},
+           Outcome.ERROR,
+           "peft's task wrapper passes inputs this model does not take (attention_mask, inputs_embeds, "
+           "decoder ids) or reaches a method it lacks: the peft baseline fails, the full one trains",
+           f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.18"}),
     # These come first: they hold in every gc mode, also where adapters would refuse reentrant.
     Expect({**A, "method": ("dora", "dvora"), "arch": FUSED_QKV}, Outcome.ERROR,
            "adapters' DoRA/DVoRA on a fused qkv projection sizes the magnitude for the whole output but the "
@@ -150,6 +173,32 @@ EXPECTATIONS: list[Expect] = [
            "shorter decoder sequence with them (index out of bounds), with or without checkpointing",
            f"{ADAPTERS_SRC}/methods/reft.py", {"adapters": ">=1.2"}),
     # ---- checkpointing findings (real bugs) ----------------------------------------------------
+    Expect({**P, "arch": NO_INPUT_EMBEDDINGS, "order": "gc_first"}, Outcome.GC_ERROR,
+           "get_peft_model on a checkpointing model calls enable_input_require_grads, which raises "
+           "NotImplementedError for models without get_input_embeddings: peft cannot be attached",
+           f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.14", "transformers": ">=4.57"}),
+    Expect({**P, "arch": TUPLE_EMBEDDINGS, "order": "gc_first"}, Outcome.GC_ERROR,
+           "enable_input_require_grads' hook calls output.requires_grad_(), but these patch embeddings return "
+           "a tuple (embeddings, spatial shape): the first checkpointed forward raises",
+           f"{TF_SRC}/modeling_utils.py#L2856", {"transformers": ">=4.57,<5"}),
+    Expect({**P, "arch": "git", "order": "gc_first"}, Outcome.GC_ERROR,
+           "enable_input_require_grads makes the word embeddings output a leaf requiring grad and GIT's "
+           "embeddings add the position embeddings in place (the DeBERTa bug of transformers PR #35898)",
+           f"{TF_SRC}/models/git/modeling_git.py", {"transformers": ">=4.57,<5"}),
+    Expect({"arch": BATCHNORM}, Outcome.MISMATCH,
+           "BatchNorm inside a checkpointed layer updates its running statistics again during the recompute "
+           "(running_mean/var and num_batches_tracked differ in the final state)",
+           "https://pytorch.org/docs/stable/checkpoint.html", {"transformers": ">=4.57,<5"}),
+    Expect({"arch": ("qwen3_vl", "qwen3_vl_moe")}, Outcome.MISMATCH,
+           "the loss differs already at step 0: the checkpointed forward computes something else (cause not "
+           "yet isolated)", f"{TF_SRC}/models/qwen3_vl/modeling_qwen3_vl.py", {"transformers": ">=4.57,<5"}),
+    Expect({"arch": ("glm4v", "imagegpt", "recurrent_gemma")}, Outcome.GC_ERROR,
+           "the model's checkpointed path raises (glm4v: 3-D rope position ids expanded as 2-D; imagegpt: "
+           "a None added in the checkpointed branch; recurrent_gemma: recompute sees other tensor metadata)",
+           f"{TF_SRC}/models", {"transformers": ">=4.57,<5"}),
+    Expect({"arch": ("gpt_bigcode", "swiftformer")}, Outcome.NOT_CHECKPOINTED,
+           "gradient_checkpointing_enable is accepted but no layer is recomputed: the flag is not wired into "
+           "the forward", f"{TF_SRC}/models", {"transformers": ">=4.57,<5"}),
     Expect({**P, "method": PEFT_WEIGHT_METHODS, "gc_mode": "reentrant", "order": "adapter_first"},
            (Outcome.MISSING_GRAD, Outcome.GC_ERROR),
            "peft calls enable_input_require_grads only when the model already checkpoints at get_peft_model; "

@@ -4,7 +4,7 @@ Per model_type of the surveyed transformers: covered (spec fields that trained w
 backend, and the outcome of the non_reentrant gradient checkpointing check) or not covered (why).
 """
 # flake8: noqa
-SURVEYED_ON = {'transformers': '4.57.6', 'torch': '2.13.0+cpu', 'seconds': 241}
+SURVEYED_ON = {'transformers': '4.57.6', 'torch': '2.13.0+cpu', 'seconds': 9}
 
 TABLE = {
     'aimv2': {'status': 'not_covered',
@@ -76,9 +76,18 @@ TABLE = {
     'autoformer': {'status': 'not_covered',
      'reason': 'baseline fails: train: RuntimeError: Sizes of tensors must match except in dimension 2. Expected '
                'size 12 but got size 2 for tensor number 1 in the list.'},
-    'aya_vision': {'status': 'not_covered',
-     'reason': 'baseline fails: vacuous baseline: 2 of 61 trainable parameters never get a gradient (first '
-               'model.vision_tower.vision_model.post_layernorm.weight)'},
+    'aya_vision': {'status': 'covered',
+     'tasks': ('causal_lm', 'feature'),
+     'modality': 'multimodal',
+     'decoder_only': True,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'vlm',
+     'overrides': {'image_token_index': 255, 'text_config.layer_types': ['sliding_attention', 'full_attention']},
+     'head_classes': {'causal_lm': 'AyaVisionForConditionalGeneration'},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 61 trainable tensors, 62 state entries; max abs 0 <= atol 1e-06; 12 segments '
+               'recomputed; saved 618156/1820268 bytes; 2 of 61 trainable tensors never get a non-zero gradient, '
+               'not vouched for (first model.vision_tower.vision_model.post_layernorm.weight)'},
     'bamba': {'status': 'covered',
      'tasks': ('causal_lm', 'feature'),
      'modality': 'text',
@@ -134,7 +143,7 @@ TABLE = {
      'detail': '3 steps, 37 trainable tensors, 39 state entries; max abs 0 <= atol 1e-06; 6 segments recomputed; '
                'saved 262524/684252 bytes'},
     'big_bird': {'status': 'covered',
-     'tasks': ('feature',),
+     'tasks': ('feature', 'seq_cls'),
      'modality': 'text',
      'decoder_only': False,
      'inputs': ('masked', 'unmasked', 'padded'),
@@ -195,7 +204,21 @@ TABLE = {
      'outcome': 'equivalent',
      'detail': '3 steps, 91 trainable tensors, 95 state entries; max abs 0 <= atol 1e-06; 11 segments '
                'recomputed; saved 240812/1131260 bytes'},
-    'blip': {'status': 'not_covered', 'reason': "baseline fails: train: KeyError: 'input_ids'"},
+    'blip': {'status': 'covered',
+     'tasks': ('contrastive',),
+     'modality': 'multimodal',
+     'decoder_only': False,
+     'inputs': ('unmasked',),
+     'feed': 'text+pixels',
+     'overrides': {'text_config.encoder_hidden_size': 32,
+                   'text_config.projection_dim': 16,
+                   'vision_config.projection_dim': 16,
+                   'projection_dim': 16},
+     'head_classes': {'contrastive': 'BlipModel'},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 91 trainable tensors, 91 state entries; max abs 0 <= atol 1e-06; 12 segments '
+               'recomputed; saved 253392/1246224 bytes; 20 of 91 trainable tensors never get a non-zero '
+               'gradient, not vouched for (first text_model.encoder.layer.0.crossattention.self.query.weight)'},
     'blip-2': {'status': 'not_covered', 'reason': "baseline fails: train: KeyError: 'input_ids'"},
     'blip_2_qformer': {'status': 'not_covered',
      'reason': 'baseline fails: train: TypeError: Blip2QFormerModel.forward() missing 1 required positional '
@@ -224,7 +247,7 @@ TABLE = {
      'detail': '3 steps, 41 trainable tensors, 41 state entries; max abs 0 <= atol 1e-06; 6 segments recomputed; '
                'saved 50892/473100 bytes'},
     'canine': {'status': 'covered',
-     'tasks': ('feature',),
+     'tasks': ('feature', 'seq_cls'),
      'modality': 'text',
      'decoder_only': False,
      'inputs': ('masked', 'unmasked', 'padded'),
@@ -528,7 +551,7 @@ TABLE = {
                'saved 269100/847092 bytes'},
     'dinat': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
     'dinov2': {'status': 'covered',
-     'tasks': ('feature',),
+     'tasks': ('feature', 'image_cls'),
      'modality': 'vision',
      'decoder_only': False,
      'inputs': ('unmasked',),
@@ -541,7 +564,7 @@ TABLE = {
      'detail': '3 steps, 43 trainable tensors, 43 state entries; max abs 0 <= atol 1e-06; 6 segments recomputed; '
                'saved 215184/1206768 bytes'},
     'dinov2_with_registers': {'status': 'covered',
-     'tasks': ('feature',),
+     'tasks': ('feature', 'image_cls'),
      'modality': 'vision',
      'decoder_only': False,
      'inputs': ('unmasked',),
@@ -662,16 +685,46 @@ TABLE = {
      'outcome': 'equivalent',
      'detail': '3 steps, 20 trainable tensors, 21 state entries; max abs 0 <= atol 1e-06; 6 segments recomputed; '
                'saved 269100/727212 bytes'},
-    'ernie4_5_moe': {'status': 'not_covered',
-     'reason': 'baseline fails: vacuous baseline: 1 of 34 trainable parameters never get a gradient (first '
-               'model.layers.1.mlp.moe_statics.e_score_correction_bias)'},
+    'ernie4_5_moe': {'status': 'covered',
+     'tasks': ('causal_lm', 'feature'),
+     'modality': 'text',
+     'decoder_only': True,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'text',
+     'overrides': {'moe_intermediate_size': 16, 'moe_k': 2, 'moe_num_experts': 4, 'moe_layer_end_index': 1},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 34 trainable tensors, 35 state entries; max abs 0 <= atol 1e-06; 6 segments recomputed; '
+               'saved 269100/900876 bytes; 1 of 34 trainable tensors never get a non-zero gradient, not vouched '
+               'for (first model.layers.1.mlp.moe_statics.e_score_correction_bias)'},
     'ernie_m': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
-    'esm': {'status': 'not_covered',
-     'reason': 'baseline fails: vacuous baseline: 2 of 42 trainable parameters never get a gradient (first '
-               'esm.contact_head.regression.weight)'},
-    'evolla': {'status': 'not_covered',
-     'reason': 'baseline fails: vacuous baseline: 136 of 157 trainable parameters never get a gradient (first '
-               'model.protein_encoder.model.embeddings.word_embeddings.weight)'},
+    'esm': {'status': 'covered',
+     'tasks': ('seq_cls', 'token_cls'),
+     'modality': 'text',
+     'decoder_only': False,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'text',
+     'overrides': {'pad_token_id': 1, 'mask_token_id': 32, 'vocab_size': 33},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 42 trainable tensors, 42 state entries; max abs 0 <= atol 1e-06; 6 segments recomputed; '
+               'saved 42732/500460 bytes; 2 of 42 trainable tensors never get a non-zero gradient, not vouched '
+               'for (first esm.contact_head.regression.weight)'},
+    'evolla': {'status': 'covered',
+     'tasks': ('causal_lm', 'feature'),
+     'modality': 'text',
+     'decoder_only': True,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'text',
+     'overrides': {'protein_encoder_config.vocab_size': 256,
+                   'protein_encoder_config.hidden_size': 32,
+                   'protein_encoder_config.num_hidden_layers': 2,
+                   'protein_encoder_config.num_attention_heads': 4,
+                   'protein_encoder_config.intermediate_size': 37,
+                   'protein_encoder_config.max_position_embeddings': 64},
+     'head_classes': {'causal_lm': 'EvollaForProteinText2Text'},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 157 trainable tensors, 159 state entries; max abs 0 <= atol 1e-06; 6 segments '
+               'recomputed; saved 269100/782892 bytes; 136 of 157 trainable tensors never get a non-zero '
+               'gradient, not vouched for (first model.protein_encoder.model.embeddings.word_embeddings.weight)'},
     'exaone4': {'status': 'covered',
      'tasks': ('causal_lm', 'seq_cls'),
      'modality': 'text',
@@ -719,9 +772,36 @@ TABLE = {
     'fastspeech2_conformer': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
     'fastspeech2_conformer_with_hifigan': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
     'flaubert': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
-    'flava': {'status': 'not_covered',
-     'reason': 'baseline fails: vacuous baseline: 89 of 128 trainable parameters never get a gradient (first '
-               'logit_scale)'},
+    'flava': {'status': 'covered',
+     'tasks': ('feature',),
+     'modality': 'text',
+     'decoder_only': False,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'text',
+     'overrides': {'image_config.pad_token_id': 0,
+                   'image_config.hidden_size': 32,
+                   'image_config.num_hidden_layers': 2,
+                   'image_config.num_attention_heads': 4,
+                   'image_config.intermediate_size': 37,
+                   'image_config.hidden_dropout_prob': 0.1,
+                   'image_config.attention_probs_dropout_prob': 0.1,
+                   'image_config.image_size': 32,
+                   'image_config.patch_size': 8,
+                   'image_config.vocab_size': 256,
+                   'multimodal_config.hidden_size': 32,
+                   'multimodal_config.num_hidden_layers': 2,
+                   'multimodal_config.num_attention_heads': 4,
+                   'multimodal_config.intermediate_size': 37,
+                   'multimodal_config.hidden_dropout_prob': 0.1,
+                   'multimodal_config.attention_probs_dropout_prob': 0.1,
+                   'image_codebook_config.pad_token_id': 0,
+                   'image_codebook_config.hidden_size': 32,
+                   'image_codebook_config.vocab_size': 256,
+                   'projection_dim': 16},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 128 trainable tensors, 128 state entries; max abs 0 <= atol 1e-06; 6 segments '
+               'recomputed; saved 84048/505776 bytes; 89 of 128 trainable tensors never get a non-zero gradient, '
+               'not vouched for (first logit_scale)'},
     'flex_olmo': {'status': 'covered',
      'tasks': ('causal_lm', 'feature'),
      'modality': 'text',
@@ -753,7 +833,7 @@ TABLE = {
      'detail': '3 steps, 240 trainable tensors, 244 state entries; max abs 0 <= atol 1e-06; 10 segments '
                'recomputed; saved 7009932/8191564 bytes'},
     'fnet': {'status': 'covered',
-     'tasks': ('seq_cls', 'feature'),
+     'tasks': ('seq_cls', 'token_cls'),
      'modality': 'text',
      'decoder_only': False,
      'inputs': ('unmasked',),
@@ -773,9 +853,17 @@ TABLE = {
                'recomputed; saved 229116/15893916 bytes'},
     'fsmt': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
     'funnel': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
-    'fuyu': {'status': 'not_covered',
-     'reason': 'baseline fails: vacuous baseline: 2 of 38 trainable parameters never get a gradient (first '
-               'model.vision_embed_tokens.weight)'},
+    'fuyu': {'status': 'covered',
+     'tasks': ('causal_lm', 'feature'),
+     'modality': 'text',
+     'decoder_only': True,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'text',
+     'overrides': {'image_token_id': 255},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 38 trainable tensors, 38 state entries; max abs 0 <= atol 1e-06; 6 segments recomputed; '
+               'saved 254124/691020 bytes; 2 of 38 trainable tensors never get a non-zero gradient, not vouched '
+               'for (first model.vision_embed_tokens.weight)'},
     'gemma': {'status': 'covered',
      'tasks': ('causal_lm', 'seq_cls'),
      'modality': 'text',
@@ -910,9 +998,17 @@ TABLE = {
      'detail': '3 steps, 28 trainable tensors, 28 state entries; max abs 0 <= atol 1e-06; 6 segments recomputed; '
                'saved 47424/649152 bytes'},
     'glpn': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
-    'got_ocr2': {'status': 'not_covered',
-     'reason': 'baseline fails: train: TypeError: GotOcr2Model.get_image_features() got an unexpected keyword '
-               "argument 'vision_feature_layer'"},
+    'got_ocr2': {'status': 'covered',
+     'tasks': ('feature',),
+     'modality': 'multimodal',
+     'decoder_only': False,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'vlm',
+     'overrides': {'image_token_index': 255, 'vision_config.mlp_dim': 37},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 67 trainable tensors, 67 state entries; max abs 0 <= atol 1e-06; 12 segments '
+               'recomputed; saved 23812128/48963936 bytes; 4 of 67 trainable tensors never get a non-zero '
+               'gradient, not vouched for (first vision_tower.layers.0.attn.rel_pos_h)'},
     'gpt-sw3': {'status': 'covered',
      'tasks': ('causal_lm', 'seq_cls'),
      'modality': 'text',
@@ -1113,9 +1209,22 @@ TABLE = {
      'feed': 'text',
      'outcome': 'gc_error',
      'detail': "checkpointed train: TypeError: unsupported operand type(s) for +: 'int' and 'NoneType'"},
-    'informer': {'status': 'not_covered',
-     'reason': 'baseline fails: vacuous baseline: 2 of 96 trainable parameters never get a gradient (first '
-               'encoder.embed_positions.weight)'},
+    'informer': {'status': 'covered',
+     'tasks': ('feature',),
+     'modality': "input 'past_values'",
+     'decoder_only': False,
+     'inputs': ('unmasked',),
+     'feed': 'time_series',
+     'enc_dec': True,
+     'overrides': {'prediction_length': 4,
+                   'context_length': 8,
+                   'num_time_features': 1,
+                   'lags_sequence': [1, 2, 3],
+                   'feature_size': 6,
+                   'decoder_start_token_id': 0},
+     'outcome': 'mismatch',
+     'detail': 'first at final state encoder.conv_layers.0.norm.running_mean: max abs 0.0681 rel 0.729 > atol '
+               '1e-06 rtol 1e-05 (worst 3 at final state encoder.conv_layers.0.norm.num_batches_tracked)'},
     'instructblip': {'status': 'not_covered', 'reason': "baseline fails: train: KeyError: 'input_ids'"},
     'instructblipvideo': {'status': 'not_covered',
      'reason': 'baseline fails: train: TypeError: InstructBlipVideoModel.forward() missing 1 required positional '
@@ -1159,14 +1268,23 @@ TABLE = {
     'jetmoe': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
     'jukebox': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
     'kosmos-2': {'status': 'not_covered', 'reason': "baseline fails: train: KeyError: 'input_ids'"},
-    'kosmos-2.5': {'status': 'not_covered',
-     'reason': 'baseline fails: vacuous baseline: 34 of 470 trainable parameters never get a gradient (first '
-               'vision_model.embeddings.patch_projection.weight)'},
+    'kosmos-2.5': {'status': 'covered',
+     'tasks': ('causal_lm', 'feature'),
+     'modality': 'text',
+     'decoder_only': True,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'text',
+     'overrides': {'text_config.layerdrop': 0.1},
+     'head_classes': {'causal_lm': 'Kosmos2_5ForConditionalGeneration'},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 470 trainable tensors, 471 state entries; max abs 0 <= atol 1e-06; 72 segments '
+               'recomputed; saved 438492/8037660 bytes; 34 of 470 trainable tensors never get a non-zero '
+               'gradient, not vouched for (first vision_model.embeddings.patch_projection.weight)'},
     'kyutai_speech_to_text': {'status': 'not_covered',
      'reason': 'baseline fails: train: RuntimeError: The size of tensor a (10) must match the size of tensor b '
                '(33) at non-singleton dimension 1'},
     'layoutlm': {'status': 'covered',
-     'tasks': ('seq_cls', 'feature'),
+     'tasks': ('seq_cls', 'token_cls'),
      'modality': 'text',
      'decoder_only': False,
      'inputs': ('masked', 'unmasked', 'padded'),
@@ -1176,8 +1294,18 @@ TABLE = {
                'saved 37404/474972 bytes'},
     'layoutlmv2': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
     'layoutlmv3': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
-    'led': {'status': 'not_covered',
-     'reason': 'baseline fails: vacuous baseline: 12 of 103 trainable parameters never get a gradient (first '
+    'led': {'status': 'covered',
+     'tasks': ('seq2seq_lm', 'feature'),
+     'modality': 'text',
+     'decoder_only': False,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'text',
+     'enc_dec': True,
+     'overrides': {'encoder_layerdrop': 0.1, 'decoder_layerdrop': 0.1},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 103 trainable tensors, 107 state entries; max abs 0 <= atol 1e-06; 12 segments '
+               'recomputed; saved 1849020/198275484 bytes; 12 of 103 trainable tensors never get a non-zero '
+               'gradient, not vouched for (first '
                'led.encoder.layers.0.self_attn.longformer_self_attn.query_global.weight)'},
     'levit': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
     'lfm2': {'status': 'covered',
@@ -1221,9 +1349,18 @@ TABLE = {
      'outcome': 'equivalent',
      'detail': '3 steps, 27 trainable tensors, 27 state entries; max abs 0 <= atol 1e-06; 6 segments recomputed; '
                'saved 269100/1577436 bytes'},
-    'llava': {'status': 'not_covered',
-     'reason': 'baseline fails: vacuous baseline: 2 of 64 trainable parameters never get a gradient (first '
-               'model.vision_tower.vision_model.post_layernorm.weight)'},
+    'llava': {'status': 'covered',
+     'tasks': ('causal_lm', 'feature'),
+     'modality': 'multimodal',
+     'decoder_only': True,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'vlm',
+     'overrides': {'image_token_index': 255, 'vision_feature_layer': -1, 'vision_config.projection_dim': 16},
+     'head_classes': {'causal_lm': 'LlavaForConditionalGeneration'},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 64 trainable tensors, 64 state entries; max abs 0 <= atol 1e-06; 12 segments '
+               'recomputed; saved 803364/2805732 bytes; 2 of 64 trainable tensors never get a non-zero gradient, '
+               'not vouched for (first model.vision_tower.vision_model.post_layernorm.weight)'},
     'llava_next': {'status': 'not_covered',
      'reason': 'baseline fails: train: RuntimeError: split_with_sizes expects split_sizes to sum exactly to 2 '
                "(input tensor's size at dimension 0), but got split_sizes=[232, 232]"},
@@ -1233,12 +1370,36 @@ TABLE = {
     'llava_onevision': {'status': 'not_covered',
      'reason': 'baseline fails: train: RuntimeError: split_with_sizes expects split_sizes to sum exactly to 2 '
                "(input tensor's size at dimension 0), but got split_sizes=[145, 145]"},
-    'longcat_flash': {'status': 'not_covered',
-     'reason': 'baseline fails: vacuous baseline: 18 of 77 trainable parameters never get a gradient (first '
-               'model.layers.0.mlp.experts.1.gate_proj.weight)'},
-    'longformer': {'status': 'not_covered',
-     'reason': 'baseline fails: vacuous baseline: 6 of 53 trainable parameters never get a gradient (first '
-               'longformer.encoder.layer.1.attention.self.query.weight)'},
+    'longcat_flash': {'status': 'covered',
+     'tasks': ('causal_lm', 'feature'),
+     'modality': 'text',
+     'decoder_only': True,
+     'inputs': ('masked', 'unmasked'),
+     'feed': 'text',
+     'overrides': {'ffn_hidden_size': 37,
+                   'q_lora_rank': 16,
+                   'kv_lora_rank': 16,
+                   'qk_nope_head_dim': 8,
+                   'qk_rope_head_dim': 8,
+                   'v_head_dim': 8,
+                   'qk_head_dim': 16,
+                   'moe_topk': 2,
+                   'n_routed_experts': 4,
+                   'expert_ffn_hidden_size': 16},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 77 trainable tensors, 79 state entries; max abs 0 <= atol 1e-06; 6 segments recomputed; '
+               'saved 269100/2082412 bytes; 18 of 77 trainable tensors never get a non-zero gradient, not '
+               'vouched for (first model.layers.0.mlp.experts.1.gate_proj.weight)'},
+    'longformer': {'status': 'covered',
+     'tasks': ('seq_cls', 'token_cls'),
+     'modality': 'text',
+     'decoder_only': False,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'text',
+     'outcome': 'equivalent',
+     'detail': '3 steps, 53 trainable tensors, 53 state entries; max abs 0 <= atol 1e-06; 6 segments recomputed; '
+               'saved 1689420/201277452 bytes; 6 of 53 trainable tensors never get a non-zero gradient, not '
+               'vouched for (first longformer.encoder.layer.1.attention.self.query.weight)'},
     'longt5': {'status': 'covered',
      'tasks': ('seq2seq_lm', 'feature'),
      'modality': 'text',
@@ -1251,8 +1412,9 @@ TABLE = {
      'detail': '3 steps, 47 trainable tensors, 50 state entries; max abs 2.38e-07 <= atol 1e-06; 12 segments '
                'recomputed; saved 5600460/32138700 bytes'},
     'luke': {'status': 'not_covered',
-     'reason': 'baseline fails: vacuous baseline: 18 of 59 trainable parameters never get a gradient (first '
-               'luke.entity_embeddings.entity_embeddings.weight)'},
+     'reason': 'construction fails: RuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. '
+               "DefaultCPUAllocator: can't allocate memory: you tried to allocate 1024000000 bytes. Error code "
+               '12 (Cannot allocate memory)'},
     'lxmert': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
     'm2m_100': {'status': 'covered',
      'tasks': ('seq2seq_lm', 'feature'),
@@ -1285,9 +1447,18 @@ TABLE = {
      'outcome': 'equivalent',
      'detail': '3 steps, 21 trainable tensors, 21 state entries; max abs 0 <= atol 1e-06; 6 segments recomputed; '
                'saved 269100/1251708 bytes'},
-    'marian': {'status': 'not_covered',
-     'reason': 'baseline fails: vacuous baseline: 2 of 87 trainable parameters never get a gradient (first '
-               'model.encoder.embed_positions.weight)'},
+    'marian': {'status': 'covered',
+     'tasks': ('seq2seq_lm', 'feature'),
+     'modality': 'text',
+     'decoder_only': False,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'text',
+     'enc_dec': True,
+     'overrides': {'decoder_vocab_size': 256, 'encoder_layerdrop': 0.1, 'decoder_layerdrop': 0.1},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 87 trainable tensors, 91 state entries; max abs 0 <= atol 1e-06; 11 segments '
+               'recomputed; saved 225836/1116284 bytes; 2 of 87 trainable tensors never get a non-zero gradient, '
+               'not vouched for (first model.encoder.embed_positions.weight)'},
     'markuplm': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
     'mask2former': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
     'maskformer': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
@@ -1408,9 +1579,17 @@ TABLE = {
     'mobilebert': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
     'mobilenet_v1': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
     'mobilenet_v2': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
-    'mobilevit': {'status': 'not_covered',
-     'reason': 'baseline fails: vacuous baseline: 36 of 251 trainable parameters never get a gradient (first '
-               'mobilevit.encoder.layer.2.transformer.layer.0.attention.attention.query.weight)'},
+    'mobilevit': {'status': 'covered',
+     'tasks': ('image_cls', 'feature'),
+     'modality': 'vision',
+     'decoder_only': False,
+     'inputs': ('unmasked',),
+     'feed': 'pixels',
+     'outcome': 'mismatch',
+     'detail': 'first at final state '
+               'mobilevit.encoder.layer.2.downsampling_layer.expand_1x1.normalization.running_var: max abs 0.198 '
+               'rel 0.271 > atol 1e-06 rtol 1e-05 (worst 3 at final state '
+               'mobilevit.encoder.layer.2.downsampling_layer.expand_1x1.normalization.num_batches_tracked)'},
     'mobilevitv2': {'status': 'not_covered',
      'reason': 'baseline fails: train: RuntimeError: Given input with spatial size (4, 4), kernel_size=(8, 8), '
                'dilation=(1, 1), padding=(0, 0), calculated shape of the array of sliding blocks as (0, 0), but '
@@ -1456,9 +1635,16 @@ TABLE = {
      'outcome': 'equivalent',
      'detail': '3 steps, 14 trainable tensors, 15 state entries; max abs 0 <= atol 1e-06; 6 segments recomputed; '
                'saved 253740/872028 bytes'},
-    'mra': {'status': 'not_covered',
-     'reason': 'baseline fails: vacuous baseline: 14 of 41 trainable parameters never get a gradient (first '
-               'mra.encoder.layer.0.attention.self.query.weight)'},
+    'mra': {'status': 'covered',
+     'tasks': ('seq_cls', 'token_cls'),
+     'modality': 'text',
+     'decoder_only': False,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'text',
+     'outcome': 'equivalent',
+     'detail': '3 steps, 41 trainable tensors, 42 state entries; max abs 0 <= atol 1e-06; 6 segments recomputed; '
+               'saved 51132/369180 bytes; 14 of 41 trainable tensors never get a non-zero gradient, not vouched '
+               'for (first mra.encoder.layer.0.attention.self.query.weight)'},
     'mt5': {'status': 'covered',
      'tasks': ('seq2seq_lm', 'token_cls'),
      'modality': 'text',
@@ -1659,9 +1845,18 @@ TABLE = {
                'rtol 1e-05 (worst 3 at final state layers.0.conv.norm.num_batches_tracked)'},
     'patchtsmixer': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
     'patchtst': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
-    'pegasus': {'status': 'not_covered',
-     'reason': 'baseline fails: vacuous baseline: 2 of 91 trainable parameters never get a gradient (first '
-               'model.encoder.embed_positions.weight)'},
+    'pegasus': {'status': 'covered',
+     'tasks': ('seq2seq_lm', 'feature'),
+     'modality': 'text',
+     'decoder_only': False,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'text',
+     'enc_dec': True,
+     'overrides': {'encoder_layerdrop': 0.1, 'decoder_layerdrop': 0.1},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 91 trainable tensors, 95 state entries; max abs 0 <= atol 1e-06; 11 segments '
+               'recomputed; saved 240428/1130876 bytes; 2 of 91 trainable tensors never get a non-zero gradient, '
+               'not vouched for (first model.encoder.embed_positions.weight)'},
     'pegasus_x': {'status': 'covered',
      'tasks': ('seq2seq_lm', 'feature'),
      'modality': 'text',
@@ -1712,7 +1907,7 @@ TABLE = {
     'phi4_multimodal': {'status': 'not_covered',
      'reason': "construction fails: AttributeError: 'NoneType' object has no attribute 'image_token_id'"},
     'phimoe': {'status': 'covered',
-     'tasks': ('causal_lm', 'feature'),
+     'tasks': ('causal_lm', 'seq_cls'),
      'modality': 'text',
      'decoder_only': True,
      'inputs': ('masked', 'unmasked', 'padded'),
@@ -1756,9 +1951,17 @@ TABLE = {
      'detail': '3 steps, 256 trainable tensors, 259 state entries; max abs 0 <= atol 1e-06; 42 segments '
                'recomputed; saved 466092/7386444 bytes'},
     'pvt': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
-    'pvt_v2': {'status': 'not_covered',
-     'reason': 'baseline fails: vacuous baseline: 16 of 110 trainable parameters never get a gradient (first '
-               'pvt_v2.encoder.layers.0.blocks.0.attention.query.weight)'},
+    'pvt_v2': {'status': 'covered',
+     'tasks': ('image_cls', 'feature'),
+     'modality': 'vision',
+     'decoder_only': False,
+     'inputs': ('unmasked',),
+     'feed': 'pixels',
+     'overrides': {'image_size': [32, 32], 'depths': [1, 1, 1, 1], 'drop_path_rate': 0.1},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 110 trainable tensors, 110 state entries; max abs 0 <= atol 1e-06; 12 segments '
+               'recomputed; saved 178380/27283212 bytes; 16 of 110 trainable tensors never get a non-zero '
+               'gradient, not vouched for (first pvt_v2.encoder.layers.0.blocks.0.attention.query.weight)'},
     'qdqbert': {'status': 'not_covered',
      'reason': 'needs package pytorch-quantization: build: ImportError: QDQBertModel requires the '
                'pytorch-quantization library but it was not found in your environment. You can install it with '
@@ -2004,12 +2207,27 @@ TABLE = {
      'outcome': 'equivalent',
      'detail': '3 steps, 43 trainable tensors, 43 state entries; max abs 0 <= atol 1e-06; 6 segments recomputed; '
                'saved 60300/482028 bytes'},
-    'roc_bert': {'status': 'not_covered',
-     'reason': 'baseline fails: vacuous baseline: 2 of 45 trainable parameters never get a gradient (first '
-               'roc_bert.embeddings.pronunciation_embed.weight)'},
-    'roformer': {'status': 'not_covered',
-     'reason': 'baseline fails: vacuous baseline: 1 of 41 trainable parameters never get a gradient (first '
-               'roformer.encoder.embed_positions.weight)'},
+    'roc_bert': {'status': 'covered',
+     'tasks': ('seq_cls', 'token_cls'),
+     'modality': 'text',
+     'decoder_only': False,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'text',
+     'overrides': {'pronunciation_embed_dim': 32},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 45 trainable tensors, 45 state entries; max abs 0 <= atol 1e-06; 6 segments recomputed; '
+               'saved 410748/832476 bytes; 2 of 45 trainable tensors never get a non-zero gradient, not vouched '
+               'for (first roc_bert.embeddings.pronunciation_embed.weight)'},
+    'roformer': {'status': 'covered',
+     'tasks': ('seq_cls', 'token_cls'),
+     'modality': 'text',
+     'decoder_only': False,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'text',
+     'outcome': 'equivalent',
+     'detail': '3 steps, 41 trainable tensors, 41 state entries; max abs 0 <= atol 1e-06; 6 segments recomputed; '
+               'saved 52812/480300 bytes; 1 of 41 trainable tensors never get a non-zero gradient, not vouched '
+               'for (first roformer.encoder.embed_positions.weight)'},
     'rt_detr': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
     'rt_detr_resnet': {'status': 'not_covered', 'reason': 'no trainable head/task'},
     'rt_detr_v2': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
@@ -2033,14 +2251,30 @@ TABLE = {
     'sam_hq': {'status': 'not_covered',
      'reason': 'baseline fails: train: RuntimeError: Given transposed=1, weight of size [32, 8, 2, 2], expected '
                'input[2, 256, 4, 4] to have 32 channels, but got 256 channels instead'},
-    'sam_hq_vision_model': {'status': 'not_covered',
-     'reason': 'baseline fails: vacuous baseline: 22 of 37 trainable parameters never get a gradient (first '
-               'vision_encoder.layers.0.layer_norm1.weight)'},
-    'sam_vision_model': {'status': 'not_covered',
-     'reason': 'baseline fails: vacuous baseline: 22 of 37 trainable parameters never get a gradient (first '
-               'vision_encoder.layers.0.layer_norm1.weight)'},
+    'sam_hq_vision_model': {'status': 'covered',
+     'tasks': ('feature',),
+     'modality': 'vision',
+     'decoder_only': False,
+     'inputs': ('unmasked',),
+     'feed': 'pixels',
+     'overrides': {'mlp_dim': 37},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 37 trainable tensors, 37 state entries; max abs 0 <= atol 1e-06; 6 segments recomputed; '
+               'saved 7767552/24988032 bytes; 22 of 37 trainable tensors never get a non-zero gradient, not '
+               'vouched for (first vision_encoder.layers.0.layer_norm1.weight)'},
+    'sam_vision_model': {'status': 'covered',
+     'tasks': ('feature',),
+     'modality': 'vision',
+     'decoder_only': False,
+     'inputs': ('unmasked',),
+     'feed': 'pixels',
+     'overrides': {'mlp_dim': 37},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 37 trainable tensors, 37 state entries; max abs 0 <= atol 1e-06; 6 segments recomputed; '
+               'saved 7767552/24988032 bytes; 22 of 37 trainable tensors never get a non-zero gradient, not '
+               'vouched for (first vision_encoder.layers.0.layer_norm1.weight)'},
     'seamless_m4t': {'status': 'covered',
-     'tasks': ('seq2seq_lm',),
+     'tasks': ('seq2seq_lm', 'feature'),
      'modality': 'text',
      'decoder_only': False,
      'inputs': ('masked', 'unmasked', 'padded'),
@@ -2056,7 +2290,7 @@ TABLE = {
      'detail': '3 steps, 89 trainable tensors, 92 state entries; max abs 0 <= atol 1e-06; 11 segments '
                'recomputed; saved 246668/1130876 bytes'},
     'seamless_m4t_v2': {'status': 'covered',
-     'tasks': ('seq2seq_lm',),
+     'tasks': ('seq2seq_lm', 'feature'),
      'modality': 'text',
      'decoder_only': False,
      'inputs': ('masked', 'unmasked', 'padded'),
@@ -2229,9 +2463,16 @@ TABLE = {
                'saved 261804/667116 bytes'},
     'superglue': {'status': 'not_covered', 'reason': 'no trainable head/task'},
     'superpoint': {'status': 'not_covered', 'reason': 'no trainable head/task'},
-    'swiftformer': {'status': 'not_covered',
-     'reason': 'baseline fails: vacuous baseline: 4 of 130 trainable parameters never get a gradient (first '
-               'swiftformer.encoder.network.0.blocks.0.attn.w_g)'},
+    'swiftformer': {'status': 'covered',
+     'tasks': ('image_cls', 'feature'),
+     'modality': 'vision',
+     'decoder_only': False,
+     'inputs': ('unmasked',),
+     'feed': 'pixels',
+     'overrides': {'depths': [1, 1, 1, 1], 'drop_path_rate': 0.1},
+     'outcome': 'not_checkpointed',
+     'detail': 'checkpointing accepted but 0 segments recomputed and 19486428 bytes saved for backward vs '
+               '19486428 without'},
     'swin': {'status': 'covered',
      'tasks': ('image_cls', 'feature'),
      'modality': 'vision',
@@ -2268,7 +2509,7 @@ TABLE = {
      'detail': '3 steps, 93 trainable tensors, 93 state entries; max abs 0 <= atol 1e-06; 12 segments '
                'recomputed; saved 1134732/26357724 bytes'},
     'switch_transformers': {'status': 'covered',
-     'tasks': ('feature',),
+     'tasks': ('feature', 'seq2seq_lm'),
      'modality': 'text',
      'decoder_only': False,
      'inputs': ('masked', 'unmasked', 'padded'),
@@ -2316,9 +2557,23 @@ TABLE = {
      'detail': '3 steps, 47 trainable tensors, 47 state entries; max abs 0 <= atol 1e-06; 6 segments recomputed; '
                'saved 53484/475212 bytes'},
     'textnet': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
-    'time_series_transformer': {'status': 'not_covered',
-     'reason': 'baseline fails: vacuous baseline: 2 of 92 trainable parameters never get a gradient (first '
-               'encoder.embed_positions.weight)'},
+    'time_series_transformer': {'status': 'covered',
+     'tasks': ('feature',),
+     'modality': "input 'past_values'",
+     'decoder_only': False,
+     'inputs': ('unmasked',),
+     'feed': 'time_series',
+     'enc_dec': True,
+     'overrides': {'prediction_length': 4,
+                   'context_length': 8,
+                   'num_time_features': 1,
+                   'lags_sequence': [1, 2, 3],
+                   'feature_size': 6,
+                   'decoder_start_token_id': 0},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 92 trainable tensors, 92 state entries; max abs 0 <= atol 1e-06; 11 segments '
+               'recomputed; saved 59776/802976 bytes; 2 of 92 trainable tensors never get a non-zero gradient, '
+               'not vouched for (first encoder.embed_positions.weight)'},
     'timesfm': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
     'timesformer': {'status': 'covered',
      'tasks': ('feature',),
@@ -2334,17 +2589,35 @@ TABLE = {
     'timm_wrapper': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
     'trajectory_transformer': {'status': 'not_covered', 'reason': "baseline fails: no input rule for input 'trajectories'"},
     'transfo-xl': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
-    'trocr': {'status': 'not_covered',
-     'reason': 'baseline fails: vacuous baseline: 20 of 56 trainable parameters never get a gradient (first '
-               'model.decoder.layers.0.encoder_attn.k_proj.weight)'},
+    'trocr': {'status': 'covered',
+     'tasks': ('causal_lm',),
+     'modality': 'text',
+     'decoder_only': True,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'text',
+     'overrides': {'decoder_layerdrop': 0.1},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 56 trainable tensors, 57 state entries; max abs 0 <= atol 1e-06; 6 segments recomputed; '
+               'saved 267084/702252 bytes; 20 of 56 trainable tensors never get a non-zero gradient, not vouched '
+               'for (first model.decoder.layers.0.encoder_attn.k_proj.weight)'},
     'tvlt': {'status': 'not_covered',
      'reason': 'baseline fails: train: TypeError: TvltModel.forward() missing 1 required positional argument: '
                "'audio_values'"},
     'tvp': {'status': 'not_covered',
      'reason': "construction fails: AttributeError: 'TvpConfig' object has no attribute 'type_vocab_size'"},
-    'udop': {'status': 'not_covered',
-     'reason': 'baseline fails: vacuous baseline: 4 of 55 trainable parameters never get a gradient (first '
-               'patch_embed.proj.weight)'},
+    'udop': {'status': 'covered',
+     'tasks': ('causal_lm', 'feature'),
+     'modality': 'text',
+     'decoder_only': True,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'text',
+     'enc_dec': True,
+     'overrides': {'decoder_start_token_id': 0},
+     'head_classes': {'causal_lm': 'UdopForConditionalGeneration'},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 55 trainable tensors, 62 state entries; max abs 4.77e-07 <= atol 1e-06; 12 segments '
+               'recomputed; saved 413004/1682220 bytes; 4 of 55 trainable tensors never get a non-zero gradient, '
+               'not vouched for (first patch_embed.proj.weight)'},
     'umt5': {'status': 'covered',
      'tasks': ('seq2seq_lm', 'token_cls'),
      'modality': 'text',
@@ -2393,9 +2666,17 @@ TABLE = {
                'recomputed; saved 2268574/5926590 bytes'},
     'univnet': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
     'upernet': {'status': 'not_covered', 'reason': 'no trainable head/task'},
-    'van': {'status': 'not_covered',
-     'reason': 'baseline fails: vacuous baseline: 2 of 116 trainable parameters never get a gradient (first '
-               'van.layernorm.weight)'},
+    'van': {'status': 'covered',
+     'tasks': ('image_cls', 'feature'),
+     'modality': 'vision',
+     'decoder_only': False,
+     'inputs': ('unmasked',),
+     'feed': 'pixels',
+     'overrides': {'depths': [1, 1, 1, 1], 'drop_path_rate': 0.1},
+     'outcome': 'gc_error',
+     'detail': 'checkpointed enable_gc: ValueError: VanForImageClassification is not compatible with gradient '
+               'checkpointing. Make sure all the architecture support it by setting a boolean attribute '
+               '`gradient_checkpointing` to modules of the model that uses checkpointing.'},
     'vaultgemma': {'status': 'covered',
      'tasks': ('causal_lm', 'feature'),
      'modality': 'text',
@@ -2427,9 +2708,20 @@ TABLE = {
      'outcome': 'equivalent',
      'detail': '3 steps, 46 trainable tensors, 46 state entries; max abs 0 <= atol 1e-06; 6 segments recomputed; '
                'saved 283584/1417680 bytes'},
-    'vipllava': {'status': 'not_covered',
-     'reason': 'baseline fails: vacuous baseline: 2 of 66 trainable parameters never get a gradient (first '
-               'model.vision_tower.vision_model.post_layernorm.weight)'},
+    'vipllava': {'status': 'covered',
+     'tasks': ('causal_lm', 'feature'),
+     'modality': 'multimodal',
+     'decoder_only': True,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'vlm',
+     'overrides': {'image_token_index': 255,
+                   'vision_feature_layers': [-2, -1],
+                   'vision_config.projection_dim': 16},
+     'head_classes': {'causal_lm': 'VipLlavaForConditionalGeneration'},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 66 trainable tensors, 66 state entries; max abs 0 <= atol 1e-06; 12 segments '
+               'recomputed; saved 854820/2857188 bytes; 2 of 66 trainable tensors never get a non-zero gradient, '
+               'not vouched for (first model.vision_tower.vision_model.post_layernorm.weight)'},
     'vision-encoder-decoder': {'status': 'covered',
      'tasks': ('seq2seq_lm',),
      'modality': 'vision',
@@ -2442,9 +2734,16 @@ TABLE = {
      'detail': '3 steps, 82 trainable tensors, 83 state entries; max abs 2.98e-08 <= atol 1e-06; 12 segments '
                'recomputed; saved 424956/1944396 bytes'},
     'vision-text-dual-encoder': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
-    'visual_bert': {'status': 'not_covered',
-     'reason': 'baseline fails: vacuous baseline: 4 of 43 trainable parameters never get a gradient (first '
-               'embeddings.visual_token_type_embeddings.weight)'},
+    'visual_bert': {'status': 'covered',
+     'tasks': ('feature',),
+     'modality': 'text',
+     'decoder_only': False,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'text',
+     'outcome': 'equivalent',
+     'detail': '3 steps, 43 trainable tensors, 43 state entries; max abs 0 <= atol 1e-06; 6 segments recomputed; '
+               'saved 55920/477648 bytes; 4 of 43 trainable tensors never get a non-zero gradient, not vouched '
+               'for (first embeddings.visual_token_type_embeddings.weight)'},
     'vit': {'status': 'covered',
      'tasks': ('image_cls', 'feature'),
      'modality': 'vision',
@@ -2493,9 +2792,22 @@ TABLE = {
     'vitmatte': {'status': 'not_covered', 'reason': 'no trainable head/task'},
     'vitpose': {'status': 'not_covered', 'reason': 'no trainable head/task'},
     'vitpose_backbone': {'status': 'not_covered', 'reason': 'no trainable head/task'},
-    'vits': {'status': 'not_covered',
-     'reason': 'baseline fails: vacuous baseline: 384 of 690 trainable parameters never get a gradient (first '
-               'duration_predictor.conv_pre.weight)'},
+    'vits': {'status': 'covered',
+     'tasks': ('feature',),
+     'modality': 'text',
+     'decoder_only': False,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'text',
+     'overrides': {'flow_size': 16,
+                   'spectrogram_bins': 16,
+                   'upsample_initial_channel': 16,
+                   'duration_predictor_dropout': 0.1,
+                   'duration_predictor_filter_channels': 16,
+                   'wavenet_dropout': 0.1},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 690 trainable tensors, 690 state entries; max abs 0 <= atol 1e-06; 5 segments '
+               'recomputed; saved 18304744/18822104 bytes; 384 of 690 trainable tensors never get a non-zero '
+               'gradient, not vouched for (first duration_predictor.conv_pre.weight)'},
     'vivit': {'status': 'covered',
      'tasks': ('feature',),
      'modality': 'vision',
@@ -2507,9 +2819,21 @@ TABLE = {
      'detail': '3 steps, 40 trainable tensors, 40 state entries; max abs 0 <= atol 1e-06; 6 segments recomputed; '
                'saved 935088/1437600 bytes'},
     'vjepa2': {'status': 'not_covered', 'reason': "baseline fails: no input rule for input 'pixel_values_videos'"},
-    'voxtral': {'status': 'not_covered',
-     'reason': 'baseline fails: train: ValueError: Expected input batch_size (20) to match target batch_size '
-               '(12).'},
+    'voxtral': {'status': 'covered',
+     'tasks': ('feature',),
+     'modality': 'text',
+     'decoder_only': False,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'text',
+     'enc_dec': True,
+     'overrides': {'audio_config.dropout': 0.0,
+                   'audio_config.activation_dropout': 0.0,
+                   'audio_config.num_mel_bins': 16,
+                   'audio_config.max_source_positions': 16},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 60 trainable tensors, 60 state entries; max abs 0 <= atol 1e-06; 6 segments recomputed; '
+               'saved 207168/720960 bytes; 39 of 60 trainable tensors never get a non-zero gradient, not vouched '
+               'for (first audio_tower.conv1.weight)'},
     'voxtral_encoder': {'status': 'covered',
      'tasks': ('feature',),
      'modality': 'audio',
@@ -2555,9 +2879,28 @@ TABLE = {
      'outcome': 'equivalent',
      'detail': '3 steps, 73 trainable tensors, 73 state entries; max abs 0 <= atol 1e-06; 4 segments recomputed; '
                'saved 426572/2285644 bytes'},
-    'wav2vec2-conformer': {'status': 'not_covered',
-     'reason': 'baseline fails: vacuous baseline: 3 of 91 trainable parameters never get a gradient (first '
-               'wav2vec2_conformer.encoder.pos_conv_embed.conv.bias)'},
+    'wav2vec2-conformer': {'status': 'covered',
+     'tasks': ('audio_cls', 'feature'),
+     'modality': 'audio',
+     'decoder_only': False,
+     'inputs': ('unmasked',),
+     'feed': 'waveform',
+     'overrides': {'conv_dim': [32, 32, 32, 32, 32, 32, 32],
+                   'num_conv_pos_embeddings': 16,
+                   'feat_proj_dropout': 0.1,
+                   'max_source_positions': 16,
+                   'num_codevectors_per_group': 16,
+                   'feat_quantizer_dropout': 0.1,
+                   'codevector_dim': 16,
+                   'proj_codevector_dim': 16,
+                   'output_hidden_size': 32,
+                   'classifier_proj_size': 16,
+                   'tdnn_dim': [16, 16, 16, 16, 16],
+                   'xvector_output_dim': 16},
+     'outcome': 'mismatch',
+     'detail': 'first at final state wav2vec2_conformer.encoder.layers.0.conv_module.batch_norm.running_mean: '
+               'max abs 0.137 rel 0.817 > atol 1e-06 rtol 1e-05 (worst 3 at final state '
+               'wav2vec2_conformer.encoder.layers.1.conv_module.batch_norm.num_batches_tracked)'},
     'wavlm': {'status': 'covered',
      'tasks': ('audio_cls', 'feature'),
      'modality': 'audio',

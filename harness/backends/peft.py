@@ -54,9 +54,12 @@ def _fields(cls) -> set[str]:
     return {f.name for f in dataclasses.fields(cls)}
 
 
-def _common(cls, task: str, extra_save: list[str] | None = None) -> dict:
+def _common(cls, arch: ArchSpec, task: str, extra_save: list[str] | None = None) -> dict:
+    """task_type for text models only: peft's task wrappers (PeftModelForSeq2SeqLM, ...ForFeatureExtraction)
+    pass input_ids / attention_mask, which vision and audio models do not take; peft's guides for those
+    (image classification, Whisper) give no task_type."""
     kw = {}
-    if task in _TASK_TYPE:
+    if task in _TASK_TYPE and arch.modality == "text":
         kw["task_type"] = _TASK_TYPE[task]
     save = list(_HEAD_TO_SAVE.get(task, [])) + list(extra_save or [])
     if save and "modules_to_save" in _fields(cls):
@@ -75,7 +78,7 @@ def _cfg(cls_name: str, mapping: str | None, fallback: str = "linear", **kw):
         import peft
 
         cls = getattr(peft, cls_name)
-        args = _common(cls, task)
+        args = _common(cls, arch, task)
         if mapping is not None and "target_modules" in _fields(cls) and "target_modules" not in kw:
             args["target_modules"] = T.default_or(mapping, arch.mtype, fallback)
         args.update(kw)
@@ -141,7 +144,7 @@ def _shadow(arch, task):
     # peft finds the blocks itself in `.layers` / `.h`; other backbones (bert's encoder.layer, ...) get
     # their block list explicitly, as peft's error message asks
     tm = None if arch.decoder_only else T.MARK + "blocks"
-    return peft.ShadowConfig(r=4, shadow_num_hidden_layers=1, target_modules=tm, **_common(peft.ShadowConfig, task))
+    return peft.ShadowConfig(r=4, shadow_num_hidden_layers=1, target_modules=tm, **_common(peft.ShadowConfig, arch, task))
 
 
 def _shadow_applies(arch: ArchSpec, task: str) -> str | None:
@@ -181,7 +184,7 @@ def _sklearn(arch: ArchSpec, task: str) -> str | None:
 def _lora_mts(arch, task):
     import peft
 
-    args = _common(peft.LoraConfig, task, _HEADS.get(task))
+    args = _common(peft.LoraConfig, arch, task, _HEADS.get(task))
     args["modules_to_save"] = sorted(set(args.get("modules_to_save", [])))
     return peft.LoraConfig(r=4, lora_alpha=8, lora_dropout=0.1,
                            target_modules=T.default_or(_map("LORA"), arch.mtype, "linear"), **args)
@@ -192,7 +195,7 @@ def _ia3(arch, task):
 
     tm = T.default_or(_map("IA3"), arch.mtype, "linear")
     ff = None if tm is None else T.MARK + "none"
-    return peft.IA3Config(target_modules=tm, feedforward_modules=ff, **_common(peft.IA3Config, task))
+    return peft.IA3Config(target_modules=tm, feedforward_modules=ff, **_common(peft.IA3Config, arch, task))
 
 
 def _cpt(arch, task):
@@ -205,7 +208,7 @@ def _cpt(arch, task):
 def _trainable_tokens(arch, task):
     import peft
 
-    return peft.TrainableTokensConfig(token_indices=_TOKENS, **_common(peft.TrainableTokensConfig, task))
+    return peft.TrainableTokensConfig(token_indices=_TOKENS, **_common(peft.TrainableTokensConfig, arch, task))
 
 
 def _xlora(arch, task):
@@ -213,7 +216,7 @@ def _xlora(arch, task):
 
     # `adapters` is filled in attach (X-LoRA loads its LoRA experts from saved checkpoints)
     return peft.XLoraConfig(hidden_size=32, adapters={"0": "", "1": ""}, xlora_depth=1, xlora_size=16,
-                            **_common(peft.XLoraConfig, task))
+                            **_common(peft.XLoraConfig, arch, task))
 
 
 def _lora_kw(**kw):
