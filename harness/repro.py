@@ -152,11 +152,30 @@ UNSUPPORTED = {unsupported}
 {batches}
 
 
+def make_config():
+    """The class's default config with the tiny values set on it (as the harness builds it)."""
+    try:
+        cfg = transformers.{config_cls}()
+    except Exception:  # composite configs without defaults (EncoderDecoderConfig)
+        return transformers.{config_cls}.from_dict(CONFIG)
+    set_values(cfg, CONFIG)
+    return cfg
+
+
+def set_values(obj, values):
+    for key, value in values.items():
+        current = getattr(obj, key, None)
+        if isinstance(value, dict) and isinstance(current, transformers.PretrainedConfig):
+            set_values(current, value)
+        else:
+            setattr(obj, key, value)
+
+
 class Recipe:
     """The calls a user makes: build the tiny model, attach the method, enable checkpointing."""
 
     def build(self):
-        model = transformers.{model_cls}(transformers.{config_cls}.from_dict(CONFIG))
+        model = transformers.{model_cls}(make_config())
         model = model.to(getattr(torch, DTYPE))
 {setup}
         return model

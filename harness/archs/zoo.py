@@ -68,7 +68,7 @@ EXTRA_SHRINK: dict[str, Any] = {
     "mamba_headdim": 8, "mamba_dt_rank": 8, "state_size": 16, "time_step_rank": 8, "chunk_size": 16,
     "depth": 2, "rotary_dim": 8, "decoder_vocab_size": 256, "num_frames": 4, "n_group": 1, "topk_group": 1,
     "mm_tokens_per_image": 4, "vision_feature_layer": -1, "mamba_expand": 1, "expand": 1, "n_groups": 1,
-    "moe_k": 2,
+    "moe_k": 2, "entity_vocab_size": 64, "entity_emb_size": 16,
     # speech synthesis (VITS-like): vocoder and flow widths
     "upsample_initial_channel": 16, "flow_size": 16, "spectrogram_bins": 16, "duration_predictor_filter_channels": 16,
     # audio lengths
@@ -1077,8 +1077,11 @@ def survey_main(argv: list[str] | None = None) -> int:
             for k in ("tasks", "inputs"):
                 if k in e:
                     e[k] = tuple(e[k])
-        # the survey's cost: per model type, so that a partial (--only) rerun keeps the full figure
-        write_table(results, args.table, sum(e.get("survey_seconds", 0.0) for e in results.values()))
+        seconds = total
+        if args.only:   # a partial rerun: keep the figure of the full survey
+            data = _table()
+            seconds = data.SURVEYED_ON.get("seconds", total) if data else total
+        write_table(results, args.table, seconds)
     return 0
 
 
