@@ -69,7 +69,6 @@ def _walk(base: Trace, cand: Trace, atol: float, rtol: float) -> tuple[_Diff, _D
     first, worst = _Diff(), _Diff()
 
     def see(where, a, b):
-        nonlocal first
         mabs, rel, fails = _diff(a, b, atol, rtol)
         if mabs > worst.abs or (fails and not worst.fails):
             worst.where, worst.abs, worst.rel, worst.fails = where, mabs, rel, worst.fails or fails

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from . import backends
-from .archs import archs_for, zoo
+from .archs import archs_for, zoo_survey
 from .archs.base import INPUTS
 from .cells import SelectionError, _check, _split
 from .expectations import EXPECTATIONS
@@ -40,7 +40,7 @@ def listing(backend: str | None = None) -> str:
             for t, s in sorted(peft_type_status().items()):
                 out.append(f"    {t:<26} {s}")
         if b != "adapters":
-            _, not_covered = zoo()
+            _, not_covered = zoo_survey()
             if not_covered:
                 out.append(f"  transformers model types not covered ({len(not_covered)}):")
                 for mt, why in sorted(not_covered.items()):

@@ -16,7 +16,7 @@ import torch
 
 from . import backends, compare, outcomes, run, trace
 from .archs import archs_for
-from .archs.base import build_model, make_batch
+from .archs.base import ArchSpec, build_model
 from .cells import SelectionError, find
 from .report import versions
 
@@ -54,7 +54,7 @@ def _batches_source(arch, task, model, inputs, steps, seed) -> str:
     out = ["BATCHES = ["]
     for step in range(steps):
         out.append("    {")
-        for i, (k, v) in enumerate(make_batch(arch, task, model, inputs, step, seed).items()):
+        for i, (k, v) in enumerate(arch.make_batch(task, model, inputs, step, seed).items()):
             val = _tensor_source(v, 1000 * seed + 10 * step + i) if isinstance(v, torch.Tensor) else repr(v)
             out.append(f"    {k!r}: {val},")
         out.append("    },")
@@ -79,7 +79,7 @@ def script(cell_id: str, options: run.Options | None = None, with_outcome: bool 
         rep = be.repro(method, arch, cell.task, model)
     except NotImplementedError as exc:
         raise SelectionError(f"cannot write a repro for {cell.id}: {exc}") from None
-    header = f"harness outcome at generation: not run"
+    header = "harness outcome at generation: not run"
     if with_outcome:
         r = run.Runner(o).run_cell(cell)
         header = f"harness outcome at generation: {r['outcome']} (expected {r['expected']}): {r['detail']}"
@@ -97,7 +97,8 @@ def script(cell_id: str, options: run.Options | None = None, with_outcome: bool 
         unsupported=repr(be.unsupported_patterns + backends.base.COMMON_UNSUPPORTED),
         batches=_batches_source(arch, cell.task, model, cell.inputs, o.steps, o.seed),
         steps=o.steps, seed=o.seed, lr=o.lr, dtype=o.dtype, timeout=o.timeout,
-        reentrant=cell.gc_mode == "reentrant", batch_extra=rep.get("batch_extra", "{}"),
+        reentrant=cell.gc_mode == "reentrant",
+        all_outputs=cell.task == "feature" and type(arch).loss is not ArchSpec.loss, batch_extra=rep.get("batch_extra", "{}"),
         harness_sources=from_harness, loop_sources=loop,
     )
 
@@ -128,6 +129,7 @@ Imports torch, transformers and the library under test only; no hub access is ne
 """
 import contextlib
 import os
+import random
 import re
 import signal
 import sys
@@ -137,6 +139,7 @@ import enum
 from dataclasses import dataclass, field
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import numpy as np
 import torch
 import transformers
 {imports}
@@ -144,6 +147,7 @@ import transformers
 ORDER = "{order}"
 STEPS, SEED, LR, DTYPE, TIMEOUT = {steps}, {seed}, {lr}, "{dtype}", {timeout}
 GC_KWARGS = {{"use_reentrant": {reentrant}}}
+ALL_OUTPUTS = {all_outputs}  # the loss of a base model without a head: mean square of its outputs
 CONFIG = {config}
 METHOD_CONFIG = {method_config}
 # the library's own documented refusals: an exception matching one is `unsupported`
@@ -194,6 +198,12 @@ class Recipe:
         loss = getattr(output, "loss", None)
         if loss is not None:
             return loss
+        if ALL_OUTPUTS:  # every float output (e.g. a pooler too)
+            values = output.values() if hasattr(output, "values") else output
+            parts = [v.float().pow(2).mean() for v in values
+                     if isinstance(v, torch.Tensor) and v.is_floating_point() and v.requires_grad]
+            if parts:
+                return torch.stack(parts).sum()
         hidden = output[0] if isinstance(output, (tuple, list)) else output.last_hidden_state
         return hidden.float().pow(2).mean()
 

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import random
 import signal
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 import time
 import warnings
 
+import numpy as np
 import torch
 
-from .archs.base import ArchSpec, build_model, loss_of, make_batch
+from .archs.base import ArchSpec, build_model
 from .backends.base import Backend, MethodSpec
 from .outcomes import Outcome
 from .trace import Trace
@@ -128,10 +130,10 @@ class CellRecipe:
 
     def batch(self, model, step):
         return {k: (v.to(self.device) if isinstance(v, torch.Tensor) else v)
-                for k, v in make_batch(self.arch, self.task, model, self.inputs, step, self.seed).items()}
+                for k, v in self.arch.make_batch(self.task, model, self.inputs, step, self.seed).items()}
 
     def loss(self, output):
-        return loss_of(self.task, output)
+        return self.arch.loss(self.task, output)
 
     def is_unsupported(self, exc):
         return self.backend.is_unsupported(exc)
@@ -171,7 +173,10 @@ def train_recipe(recipe, gc: bool, order: str, steps: int, seed: int, lr: float,
             opt = torch.optim.SGD([p for _, p in named], lr=lr) if named else None
             for step in range(steps):
                 batch = recipe.batch(model, step)
-                torch.manual_seed(seed + 100 + step)  # dropout masks: same stream in both runs
+                # dropout masks (and numpy/python draws, e.g. SpecAugment): the same stream in both runs
+                torch.manual_seed(seed + 100 + step)
+                np.random.seed(seed + 100 + step)
+                random.seed(seed + 100 + step)
                 with probe.saving():
                     loss = recipe.loss(model(**batch))
                 trace.losses.append(float(loss.detach().float()))

@@ -13,7 +13,6 @@ from torch.utils.checkpoint import checkpoint as real_checkpoint
 from harness import backends
 from harness.archs.base import ArchSpec, build_model
 from harness.cells import Cell
-from harness.outcomes import Outcome
 from harness.run import Options, Runner
 
 BERT = ArchSpec("bert", tasks=("seq_cls",))

@@ -8,7 +8,7 @@ from .base import ArchSpec  # noqa: F401
 
 
 @lru_cache(maxsize=None)
-def zoo() -> tuple[dict, dict]:
+def zoo_survey() -> tuple[dict, dict]:
     """(covered specs, not covered model_type -> reason) of the installed transformers."""
     try:
         from .zoo import discover
@@ -23,7 +23,7 @@ def archs_for(backend: str) -> dict[str, ArchSpec]:
 
     if backend == "adapters":
         return dict(ARCHS)
-    covered, _ = zoo()
+    covered, _ = zoo_survey()
     out = dict(ARCHS)
     for name, spec in covered.items():
         out.setdefault(name, spec)

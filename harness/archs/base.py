@@ -84,6 +84,13 @@ class ArchSpec:
     def primary_task(self) -> str:
         return self.tasks[0]
 
+    # The generic input and loss rules; a registry with other modalities overrides these (zoo.ZooSpec).
+    def make_batch(self, task: str, model, inputs: str, step: int, seed: int = 0) -> dict[str, Any]:
+        return make_batch(self, task, model, inputs, step, seed)
+
+    def loss(self, task: str, output) -> torch.Tensor:
+        return loss_of(task, output)
+
 
 def _set_nested(cfg, key: str, value):
     obj = cfg

@@ -20,10 +20,9 @@ Three layers, all data except the rules:
 a model class) for model types the table does not know, so listing stays cheap and a newer
 transformers shows its new model types as "not surveyed" specs.
 
-Inputs: base.make_batch has no per-spec hook yet, so :func:`install_hooks` (called by discover)
-routes batches of ZooSpecs to :func:`make_batch` here and, for their feature task, the loss to
-:func:`loss_of` here (every float output, so that e.g. a pooler trains); all other specs go to
-base unchanged. Composite model types (encoder-decoder, ...) are built by :func:`build_composite`.
+Inputs and loss: ZooSpec overrides ArchSpec.make_batch / ArchSpec.loss with :func:`make_batch`
+(one input rule per `feed`) and :func:`loss_of` (the feature task takes every float output, so
+that e.g. a pooler trains). Composite model types (encoder-decoder, ...) are built by :func:`build_composite`.
 """
 from __future__ import annotations
 
@@ -140,6 +139,12 @@ class ZooSpec(ArchSpec):
     enc_dec: bool = False          # feature task feeds decoder_input_ids too
     status: str = "surveyed"       # surveyed | generic (not surveyed on this transformers)
     compose: tuple[str, ...] = ()  # composite model types: (encoder model_type, decoder model_type)
+
+    def make_batch(self, task, model, inputs, step, seed=0):
+        return make_batch(self, task, model, inputs, step, seed)
+
+    def loss(self, task, output):
+        return loss_of(task, output)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -454,7 +459,7 @@ def _one_line(exc, limit: int = 200) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Inputs and loss of zoo specs (wrapping base.make_batch / base.loss_of; see install_hooks)
+# Inputs and loss of zoo specs (ZooSpec.make_batch / ZooSpec.loss)
 def _gen(step: int, seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed * 1000 + step)
 
@@ -507,18 +512,10 @@ MEL_FRAMES = 32
 
 def make_batch(spec: ZooSpec, task: str, model, inputs: str, step: int, seed: int = 0) -> dict[str, Any]:
     """The synthetic batch of a zoo spec: a pure function of (spec, task, inputs, step, seed)."""
-    import random
-
-    import numpy as np
-
-    # models that draw from numpy/python RNGs in training (SpecAugment masks): same stream each run
-    np.random.seed(seed * 1000 + step)
-    random.seed(seed * 1000 + step)
     cfg = model.config
     feed = "text+pixels" if task == "contrastive" else spec.feed
     if feed == "text":
-        batch = _ORIG.get("make_batch", base.make_batch)(dataclasses.replace(spec, modality="text"), task, model,
-                                                         inputs, step, seed)
+        batch = base.make_batch(dataclasses.replace(spec, modality="text"), task, model, inputs, step, seed)
         if spec.name in NEEDS_BBOX:   # layout models: one normalised box per token (x0 <= x1, y0 <= y1)
             g = _gen(step, seed + 11)
             xy = torch.rand(BATCH, batch["input_ids"].shape[1], 2, generator=g) / 2
@@ -696,46 +693,17 @@ def _decoder_ids(spec, task, model, batch, step, seed) -> None:
 
 
 def loss_of(task: str, output) -> torch.Tensor:
-    """base.loss_of, except that the feature task of a zoo spec takes every float output tensor
-    (so that e.g. a pooler is trained too)."""
-    spec = _CURRENT.get("spec")
+    """base.loss_of, except that the feature task takes every float output tensor (so that e.g. a
+    pooler is trained too)."""
     loss = getattr(output, "loss", None)
-    if loss is not None or task != "feature" or not isinstance(spec, ZooSpec):
-        return _ORIG["loss_of"](task, output)
+    if loss is not None or task != "feature":
+        return base.loss_of(task, output)
     values = output.values() if hasattr(output, "values") else output
     parts = [v.float().pow(2).mean() for v in values
              if isinstance(v, torch.Tensor) and v.is_floating_point() and v.requires_grad]
     if not parts:
-        return _ORIG["loss_of"](task, output)
+        return base.loss_of(task, output)
     return torch.stack(parts).sum()
-
-
-_CURRENT: dict[str, Any] = {}
-_ORIG: dict[str, Any] = {}
-
-
-def _make_batch_hook(spec, task, model, inputs, step, seed=0):
-    _CURRENT["spec"] = spec
-    if isinstance(spec, ZooSpec):
-        return make_batch(spec, task, model, inputs, step, seed)
-    return _ORIG["make_batch"](spec, task, model, inputs, step, seed)
-
-
-def install_hooks() -> None:
-    """Route zoo specs' batches and feature losses through this module (idempotent).
-
-    Stand-in for generic hooks base.py does not have yet (an ArchSpec field naming an input rule
-    and a loss rule); every non-zoo spec goes to base.make_batch / base.loss_of unchanged."""
-    import sys
-
-    if _ORIG:
-        return
-    _ORIG["make_batch"], _ORIG["loss_of"] = base.make_batch, base.loss_of
-    for mod in (base, sys.modules.get("harness.run")):
-        if mod is not None:
-            mod.make_batch, mod.loss_of = _make_batch_hook, loss_of
-    if sys.modules.get("harness.run") is None:
-        from .. import run  # noqa: F401  (binds the hooked functions at its import)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -795,7 +763,6 @@ def discover() -> tuple[dict[str, ArchSpec], dict[str, str]]:
     import transformers
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
-    install_hooks()
     data = _table()
     table = data.TABLE if data else {}
     same = data is not None and data.SURVEYED_ON.get("transformers") == transformers.__version__
@@ -866,7 +833,6 @@ def survey_one(model_type: str, timeout: float = 120.0, check: bool = True) -> d
     from ..backends import get
     from ..run import train
 
-    install_hooks()
     fix = PER_ARCH.get(model_type, {})
     if "skip" in fix:
         return {"status": "not_covered", "reason": fix["skip"]}
@@ -1091,23 +1057,3 @@ if __name__ == "__main__":
     _zoo = importlib.import_module("harness.archs.zoo")   # the importable module, not __main__
 
     raise SystemExit(_zoo.survey_main())
-
-
-# `harness.archs.__init__` has a function named `zoo()`; importing this submodule rebinds the
-# package attribute `zoo` to this module. Until one of the two is renamed, calling the module
-# does what the function did, so `archs_for()` keeps working after the import.
-class _CallableModule(type(dataclasses)):
-    def __call__(self):
-        return _discover_cached()
-
-
-def _discover_cached():
-    if "discover" not in _CURRENT:
-        _CURRENT["discover"] = discover()
-    return _CURRENT["discover"]
-
-
-if __name__ != "__main__":
-    import sys as _sys
-
-    _sys.modules[__name__].__class__ = _CallableModule

@@ -5,7 +5,7 @@ A backend calls the library exactly as its users do and adds no workaround of it
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..archs.base import ArchSpec
