@@ -115,6 +115,9 @@ EXPECTATIONS: list[Expect] = [
            "OSF silently skips Conv1D layers: only the head trains, so nothing inside the checkpointed "
            "layers needs recomputing and checkpointing saves no memory",
            f"{PEFT_SRC}/tuners/osf", {"peft": ">=0.18"}),
+    Expect({**P, "method": ("prefix_tuning", "cartridge"), "arch": ("bert",)}, Outcome.UNSUPPORTED,
+           "transformers 5 dropped the key/value cache from BERT: peft refuses prefix tuning without past key values",
+           f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.14", "transformers": ">=5"}),
     Expect({**P, "method": ("prefix_tuning", "cartridge"), "order": "gc_first"}, Outcome.UNSUPPORTED,
            "peft refuses prefix tuning / cartridges on a model that already checkpoints",
            f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.14"}),
@@ -182,8 +185,8 @@ EXPECTATIONS: list[Expect] = [
     # ---- checkpointing findings (real bugs) ----------------------------------------------------
     Expect({**P, "arch": NO_INPUT_EMBEDDINGS, "order": "gc_first"}, Outcome.GC_ERROR,
            "get_peft_model on a checkpointing model calls enable_input_require_grads, which raises "
-           "NotImplementedError for models without get_input_embeddings: peft cannot be attached",
-           f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.14", "transformers": ">=4.57"}),
+           "NotImplementedError for models without get_input_embeddings: peft cannot be attached (transformers "
+           "5 handles it)", f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.14", "transformers": ">=4.57,<5"}),
     Expect({**P, "arch": TUPLE_EMBEDDINGS, "order": "gc_first"}, Outcome.GC_ERROR,
            "enable_input_require_grads' hook calls output.requires_grad_(), but these patch embeddings return "
            "a tuple (embeddings, spatial shape): the first checkpointed forward raises",

@@ -62,4 +62,5 @@ class Backend:
 
 
 # transformers' own refusal, shared by every backend
-COMMON_UNSUPPORTED = (r"does not support gradient checkpointing", r"is not compatible with gradient checkpointing")
+COMMON_UNSUPPORTED = (r"does not support (gradient|activation) checkpointing",
+                      r"is not compatible with gradient checkpointing")
