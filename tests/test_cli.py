@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from harness import cli
+from harness import backends, cli
 from harness.cells import SelectionError, find, select
 from harness.expectations import EXPECTATIONS, Expect, expected
 from harness.outcomes import Outcome
@@ -68,6 +68,10 @@ def test_exit_1_when_a_cell_does_not_match(monkeypatch, capsys):
     assert "FAIL full-bert-full-non_reentrant-masked-gc_first: equivalent (expected mismatch)" in capsys.readouterr().out
 
 
+needs_adapters = pytest.mark.skipif(bool(backends.get("adapters").missing), reason="adapters not installed")
+
+
+@needs_adapters
 def test_list_names_archs_methods_and_reasons():
     p = run_cli("list", "--backend", "adapters")
     assert p.returncode == 0, p.stderr
@@ -77,7 +81,7 @@ def test_list_names_archs_methods_and_reasons():
 
 
 def test_cell_ids_round_trip_and_tiers_cover_every_axis():
-    for backend in ("adapters", "full"):
+    for backend in [b for b in ("adapters", "peft", "full") if not backends.get(b).missing]:
         default = select(backend=backend, tier="default")
         full = select(backend=backend)
         assert default and set(c.id for c in default) <= set(c.id for c in full)
@@ -89,6 +93,14 @@ def test_cell_ids_round_trip_and_tiers_cover_every_axis():
         find("adapters-nope-lora-non_reentrant-masked-gc_first")
 
 
+def test_missing_library_is_listed_not_run():
+    missing = [b for b in ("adapters", "peft") if backends.get(b).missing]
+    for b in missing:
+        assert "NOT AVAILABLE" in run_cli("list", "--backend", b).stdout
+        assert select(backend=b) == []
+
+
+@needs_adapters
 def test_expectations_are_versioned_data_with_reasons():
     for e in EXPECTATIONS:
         assert e.reason and e.link.startswith("https://") and Outcome.EQUIVALENT not in e.outcomes

@@ -30,9 +30,13 @@ def test_generated_script_reproduces_the_cell(tmp_path, cell_id):
     backend = cell_id.split("-")[0]
     if backends.get(backend).missing:
         pytest.skip(backends.get(backend).missing)
-    from harness.cells import find
+    from harness.cells import SelectionError, find
 
-    want = Runner().run_cell(find(cell_id))["outcome"]
+    try:
+        cell = find(cell_id)
+    except SelectionError:   # a zoo arch surveyed on another transformers
+        pytest.skip(f"{cell_id} is not in the matrix of this transformers")
+    want = Runner().run_cell(cell)["outcome"]
     path = tmp_path / "repro.py"
     p = subprocess.run([sys.executable, "-m", "harness", "repro", cell_id, "-o", str(path)], env=ENV,
                        capture_output=True, text=True, timeout=600)
