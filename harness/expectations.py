@@ -186,11 +186,11 @@ EXPECTATIONS: list[Expect] = [
     Expect({**P, "arch": NO_INPUT_EMBEDDINGS, "order": "gc_first"}, Outcome.GC_ERROR,
            "get_peft_model on a checkpointing model calls enable_input_require_grads, which raises "
            "NotImplementedError for models without get_input_embeddings: peft cannot be attached (transformers "
-           "5 handles it)", f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.14", "transformers": ">=4.57,<5"}),
+           "5 handles it)", f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.14", "transformers": ">=4.48,<5"}),
     Expect({**P, "arch": TUPLE_EMBEDDINGS, "order": "gc_first"}, Outcome.GC_ERROR,
            "enable_input_require_grads' hook calls output.requires_grad_(), but these patch embeddings return "
            "a tuple (embeddings, spatial shape): the first checkpointed forward raises",
-           f"{TF_SRC}/modeling_utils.py#L2856", {"transformers": ">=4.57,<5"}),
+           f"{TF_SRC}/modeling_utils.py#L2856", {"transformers": ">=4.48,<5"}),
     Expect({**P, "arch": ("git", "blip", "udop"), "order": "gc_first"}, Outcome.GC_ERROR,
            "enable_input_require_grads makes the word embeddings output a leaf requiring grad and the "
            "model's embeddings then add to it in place (the DeBERTa bug of transformers PR #35898)",
@@ -221,6 +221,10 @@ EXPECTATIONS: list[Expect] = [
            "as for the weight methods: no norm outside the layers feeds them a grad-requiring input "
            "(on BERT the embedding LayerNorm does, and it is equivalent)",
            f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.14"}),
+    Expect({**P, "method": ("poly", "xlora", "adaption_prompt")}, Outcome.ERROR,
+           "peft 0.14 cannot train these on transformers 4.48 even without checkpointing (poly: 'batch1 must be "
+           "a 3D tensor'; xlora: ModulesToSaveWrapper.forward() missing x; adaption prompt: LlamaAttention has "
+           "no hidden_size)", f"{PEFT_SRC}/tuners", {"peft": "<=0.14.0"}),
     Expect({**P, "method": "poly"}, Outcome.GC_ERROR,
            "Poly hands task_ids to its layers through forward hooks that live only during forward(); the "
            "layers recomputed in backward find task_ids None", f"{PEFT_SRC}/tuners/poly/model.py",

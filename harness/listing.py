@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from . import backends
-from .archs import archs_for, zoo_survey
+from .archs import archs_for, registry_not_in_transformers, zoo_survey
 from .archs.base import INPUTS
 from .cells import SelectionError, _check, _split
 from .expectations import EXPECTATIONS
@@ -22,6 +22,8 @@ def listing(backend: str | None = None) -> str:
             skip = [i for i in INPUTS if i not in a.inputs]
             extra = f"; inputs only {', '.join(a.inputs)}" if skip else ""
             out.append(f"    {a.name:<22} tasks {', '.join(a.tasks)}{extra}" + (f"  -- {a.notes}" if a.notes else ""))
+        for name, why in registry_not_in_transformers().items():
+            out.append(f"    {name:<22} not covered: {why}")
         out.append(f"  methods ({len(be.methods)}):")
         for m in be.methods.values():
             na = sorted({f"{a.name}/{t}: {r}" for a in archs.values() for t in a.tasks

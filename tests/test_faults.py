@@ -92,14 +92,14 @@ def test_nondeterministic_model():
 def _raise_when(predicate):
     def install(model):
         def hook(module, args):
-            if predicate(module):
+            if predicate(model):
                 raise RuntimeError("injected failure")
         model.bert.encoder.layer[0].register_forward_pre_hook(hook)
     return install
 
 
 def test_raise_only_when_checkpointed_is_gc_error_and_always_is_error_and_run_goes_on():
-    gc_only = ArchSpec("bert", tasks=("seq_cls",), build=_bert_with(_raise_when(lambda m: m.gradient_checkpointing)))
+    gc_only = ArchSpec("bert", tasks=("seq_cls",), build=_bert_with(_raise_when(lambda m: m.is_gradient_checkpointing)))
     always = ArchSpec("bert", tasks=("seq_cls",), build=_bert_with(_raise_when(lambda m: True)))
     results = [run(arch=gc_only), run(arch=always), run()]   # the third cell still runs
     assert [r["outcome"] for r in results] == ["gc_error", "error", "equivalent"], [r["detail"] for r in results]
@@ -109,7 +109,7 @@ def test_raise_only_when_checkpointed_is_gc_error_and_always_is_error_and_run_go
 def test_hanging_cell_is_stopped_and_reported():
     def slow(model):
         def hook(module, args):
-            if module.gradient_checkpointing:
+            if model.is_gradient_checkpointing:
                 time.sleep(30)
         model.bert.encoder.layer[0].register_forward_pre_hook(hook)
     t0 = time.monotonic()

@@ -17,10 +17,29 @@ def zoo_survey() -> tuple[dict, dict]:
     return discover()
 
 
+def _known_model_types() -> set[str]:
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    return set(CONFIG_MAPPING_NAMES)
+
+
+def registry_not_in_transformers() -> dict[str, str]:
+    """Hand-tuned archs the installed transformers does not have (e.g. qwen3 on 4.48)."""
+    import transformers
+
+    from .registry import ARCHS
+
+    known = _known_model_types()
+    return {n: f"model_type {a.mtype!r} is not in transformers {transformers.__version__}"
+            for n, a in ARCHS.items() if a.build is None and a.mtype not in known}
+
+
 @lru_cache(maxsize=None)
 def archs_for(backend: str) -> dict[str, ArchSpec]:
     from .registry import ARCHS
 
+    known = _known_model_types()
+    ARCHS = {n: a for n, a in ARCHS.items() if a.build is not None or a.mtype in known}
     if backend == "adapters":
         return dict(ARCHS)
     covered, _ = zoo_survey()

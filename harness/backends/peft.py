@@ -399,9 +399,14 @@ def make() -> Backend:
         missing = None
     except Exception as exc:  # noqa: BLE001
         missing = f"peft not importable: {type(exc).__name__}: {exc}"
+    methods = METHODS
+    if missing is None:   # a method of a PeftType the installed (older) peft does not have is not offered
+        have = set(peft.PeftType.__members__)
+        methods = {n: m for n, m in METHODS.items()
+                   if any(n in names for t, names in _COVERS.items() if t in have)}
     return PeftBackend(
         name="peft",
-        methods=METHODS,
+        methods=methods,
         missing=missing,
         unsupported_patterns=(
             # peft_model._setup_prompt_encoder: prefix tuning / cartridge with checkpointing on
