@@ -212,6 +212,12 @@ def make_batch(spec: ArchSpec, task: str, model, inputs: str, step: int, seed: i
             batch["attention_mask"] = mask
         batch["input_ids"] = ids
 
+    add_labels(task, batch, model, gen)
+    return batch
+
+
+def add_labels(task: str, batch: dict[str, Any], model, gen: torch.Generator) -> None:
+    """The targets of a task's head (one rule for every registry's inputs)."""
     if task in ("seq_cls", "image_cls", "audio_cls"):
         batch["labels"] = torch.randint(0, NUM_LABELS, (BATCH,), generator=gen)
     elif task == "token_cls":
@@ -228,7 +234,6 @@ def make_batch(spec: ArchSpec, task: str, model, inputs: str, step: int, seed: i
         batch["labels"] = _ids(gen, _vocab(model), (BATCH, SEQ_LEN // 2 + 1))
     elif task == "contrastive":
         batch["return_loss"] = True
-    return batch
 
 
 def loss_of(task: str, output) -> torch.Tensor:

@@ -464,25 +464,6 @@ def _gen(step: int, seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed * 1000 + step)
 
 
-def _labels(task: str, batch: dict, model, gen: torch.Generator) -> None:
-    if task in ("seq_cls", "image_cls", "audio_cls"):
-        batch["labels"] = torch.randint(0, NUM_LABELS, (BATCH,), generator=gen)
-    elif task == "token_cls":
-        labels = torch.randint(0, NUM_LABELS, (BATCH, SEQ_LEN), generator=gen)
-        if "attention_mask" in batch:
-            labels = labels.masked_fill(batch["attention_mask"] == 0, -100)
-        batch["labels"] = labels
-    elif task == "seq2seq_lm":
-        batch["labels"] = base._ids(gen, base._vocab(model), (BATCH, SEQ_LEN // 2 + 1))
-    elif task == "contrastive":
-        batch["return_loss"] = True
-    elif task == "causal_lm":
-        labels = batch["input_ids"].clone()
-        if "attention_mask" in batch:
-            labels = labels.masked_fill(batch["attention_mask"] == 0, -100)
-        batch["labels"] = labels
-
-
 def _image_hw(c) -> tuple[int, int]:
     size = getattr(c, "image_size", None)
     if isinstance(size, int):
@@ -575,7 +556,7 @@ def make_batch(spec: ZooSpec, task: str, model, inputs: str, step: int, seed: in
         batch["input_features"] = torch.randn(BATCH, MEL_FRAMES, dim, generator=gen)
     else:
         raise ValueError(f"unknown feed {feed!r}")
-    _labels(task, batch, model, gen)
+    base.add_labels(task, batch, model, gen)
     _decoder_ids(spec, task, model, batch, step, seed)
     return batch
 
@@ -681,7 +662,7 @@ def _vlm_batch(spec, task, model, inputs, gen) -> dict[str, Any]:
             labels = labels.masked_fill(batch["attention_mask"] == 0, -100)
         batch["labels"] = labels
     else:
-        _labels(task, batch, model, gen)
+        base.add_labels(task, batch, model, gen)
     return batch
 
 
