@@ -66,6 +66,8 @@ NO_PROMPT_TUNING = ("bart", "mbart", "plbart", "t5", "mt5", "whisper", "gpt2", "
                     "bert2bert")
 # transformers models (the zoo): findings of full fine-tuning, which hold for every backend
 BATCHNORM = ("informer", "mobilevit", "parakeet_ctc", "parakeet_encoder", "wav2vec2-conformer")
+BATCHNORM_5 = ("canary", "cohere_asr", "lasr_ctc", "lasr_encoder", "parakeet_rnnt", "parakeet_tdt", "pp_lcnet",
+               "swiftformer")
 # models whose get_input_embeddings is not implemented (audio, composite vision-text)
 NO_INPUT_EMBEDDINGS = ("altclip", "canine", "chinese_clip", "clip", "clipseg", "data2vec-audio", "groupvit",
                        "hubert", "metaclip_2", "owlv2", "owlvit", "parakeet_ctc", "parakeet_encoder", "sew",
@@ -75,6 +77,7 @@ NO_INPUT_EMBEDDINGS = ("altclip", "canine", "chinese_clip", "clip", "clipseg", "
 # models whose input-embedding module returns a tuple (patch embeddings with their spatial shape)
 TUPLE_EMBEDDINGS = ("beit", "data2vec-vision", "donut-swin", "focalnet", "hiera", "internvl_vision",
                     "maskformer-swin", "swin", "swinv2", "timesformer")
+TUPLE_EMBEDDINGS_5 = ("data2vec-vision", "donut-swin", "focalnet", "hiera", "maskformer-swin", "swin", "swinv2")
 A = {"backend": "adapters"}
 P = {"backend": "peft"}
 PEFT_SRC = "https://github.com/huggingface/peft/blob/v0.21.2/src/peft"
@@ -140,13 +143,31 @@ EXPECTATIONS: list[Expect] = [
            "peft refuses LoRA on Mamba's out_proj/conv1d, which the harness's all-linear target rule picks; "
            "a Mamba-specific target list is not written yet", f"{PEFT_SRC}/tuners/lora/model.py",
            {"peft": ">=0.18"}),
-    Expect({**P, "arch": ("fnet", "clip_text_model", "switch_transformers", "speech_to_text", "moonshine",
-                           "llama4_text", "deepseek_vl", "flava", "vits", "mra"),
+    Expect({**P, "arch": ("fnet", "vits", "mra"), "method": ("lora", "dora", "rslora", "lora_mts")},
+           Outcome.ERROR,
+           "peft's task wrapper passes attention_mask / inputs_embeds / output_attentions, which this model's "
+           "forward does not take on transformers 4 (it does on 5)", f"{PEFT_SRC}/peft_model.py",
+           {"peft": ">=0.18", "transformers": "<5"}),
+    Expect({**P, "arch": ("clip_text_model", "switch_transformers", "speech_to_text", "moonshine",
+                           "llama4_text", "deepseek_vl", "flava"),
             "method": ("lora", "dora", "rslora", "lora_mts")},
            Outcome.ERROR,
            "peft's task wrapper passes inputs this model does not take (attention_mask, inputs_embeds, "
            "decoder ids, output_attentions) or reaches a method it lacks: the peft baseline fails, the full "
            "one trains", f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.18"}),
+    Expect({**P, "arch": ("canary", "cohere_asr", "longt5", "nemotron3_5_asr", "nemotron_asr_streaming",
+                           "parakeet_rnnt", "parakeet_tdt", "udop", "deepseek_v4"),
+            "method": ("lora", "dora", "rslora", "lora_mts")},
+           Outcome.ERROR,
+           "on transformers 5 peft's wrapper hands these models no decoder/input ids they need (or a shape "
+           "they reject): the peft baseline fails, the full one trains", f"{PEFT_SRC}/peft_model.py",
+           {"peft": ">=0.18", "transformers": ">=5"}),
+    Expect({**P, "arch": ("afmoe", "beam", "ernie4_5_moe", "exaone_moe", "glm4_moe", "qwen3_next", "solar_open"),
+            "method": ("lora", "dora", "rslora", "lora_mts")},
+           Outcome.ERROR,
+           "transformers 5 stores MoE experts as parameters; peft's all-linear rule then wraps them in "
+           "lora.ParamWrapper, which refuses the lora_dropout our LoRA config sets",
+           f"{PEFT_SRC}/tuners/lora/layer.py", {"peft": ">=0.18", "transformers": ">=5"}),
     Expect({**P, "arch": ("sam_vision_model", "sam_hq_vision_model"), "method": ("lora", "dora", "rslora")},
            Outcome.ERROR,
            "vacuous: the LoRA targets of the SAM vision encoder never get a gradient from the feature loss in "
@@ -187,18 +208,29 @@ EXPECTATIONS: list[Expect] = [
            "get_peft_model on a checkpointing model calls enable_input_require_grads, which raises "
            "NotImplementedError for models without get_input_embeddings: peft cannot be attached (transformers "
            "5 handles it)", f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.14", "transformers": ">=4.48,<5"}),
+    Expect({**P, "arch": "pp_lcnet"}, Outcome.NOT_CHECKPOINTED,
+           "LoRA adapts only linear layers outside the checkpointed conv blocks of this convnet: nothing inside "
+           "needs a gradient, so nothing is recomputed", f"{PEFT_SRC}/tuners/lora/model.py",
+           {"peft": ">=0.18", "transformers": ">=5"}),
     Expect({**P, "arch": TUPLE_EMBEDDINGS, "order": "gc_first"}, Outcome.GC_ERROR,
            "enable_input_require_grads' hook calls output.requires_grad_(), but these patch embeddings return "
            "a tuple (embeddings, spatial shape): the first checkpointed forward raises",
            f"{TF_SRC}/modeling_utils.py#L2856", {"transformers": ">=4.48,<5"}),
+    Expect({**P, "arch": TUPLE_EMBEDDINGS_5, "order": "gc_first"}, Outcome.GC_ERROR,
+           "as above, still on transformers 5 for these (beit and internvl_vision are fixed there)",
+           f"{TF_SRC}/modeling_utils.py#L2856", {"transformers": ">=5"}),
     Expect({**P, "arch": ("git", "blip", "udop"), "order": "gc_first"}, Outcome.GC_ERROR,
            "enable_input_require_grads makes the word embeddings output a leaf requiring grad and the "
            "model's embeddings then add to it in place (the DeBERTa bug of transformers PR #35898)",
-           f"{TF_SRC}/models/git/modeling_git.py", {"transformers": ">=4.57,<5"}),
+           f"{TF_SRC}/models/git/modeling_git.py", {"transformers": ">=4.57"}),
     Expect({"arch": BATCHNORM}, Outcome.MISMATCH,
            "BatchNorm inside a checkpointed layer updates its running statistics again during the recompute "
            "(running_mean/var and num_batches_tracked differ in the final state)",
-           "https://pytorch.org/docs/stable/checkpoint.html", {"transformers": ">=4.57,<5"}),
+           "https://pytorch.org/docs/stable/checkpoint.html", {"transformers": ">=4.57"}),
+    Expect({"arch": BATCHNORM_5}, Outcome.MISMATCH,
+           "BatchNorm statistics updated again during the recompute (model types surveyed on transformers 5; "
+           "swiftformer is checkpointed at all only there)",
+           "https://pytorch.org/docs/stable/checkpoint.html", {"transformers": ">=5"}),
     Expect({"arch": ("qwen3_vl", "qwen3_vl_moe")}, Outcome.MISMATCH,
            "the loss differs already at step 0: the checkpointed forward computes something else (cause not "
            "yet isolated)", f"{TF_SRC}/models/qwen3_vl/modeling_qwen3_vl.py", {"transformers": ">=4.57,<5"}),
