@@ -223,6 +223,11 @@ EXPECTATIONS: list[Expect] = [
            "enable_input_require_grads makes the word embeddings output a leaf requiring grad and the "
            "model's embeddings then add to it in place (the DeBERTa bug of transformers PR #35898)",
            f"{TF_SRC}/models/git/modeling_git.py", {"transformers": ">=4.57"}),
+    Expect({"backend": "full", "arch": ("deberta-v2", "whisper"), "gc_mode": "reentrant"}, Outcome.GC_ERROR,
+           "a tensor computed once outside the layers and handed to each checkpointed layer (DeBERTa-v2's "
+           "layer-normed relative embeddings, Whisper's positions) has its graph freed by the first reentrant "
+           "backward: 'Trying to backward through the graph a second time' when it is trained",
+           "https://pytorch.org/docs/stable/checkpoint.html", {"transformers": ">=4.57,<5"}),
     Expect({"arch": BATCHNORM}, Outcome.MISMATCH,
            "BatchNorm inside a checkpointed layer updates its running statistics again during the recompute "
            "(running_mean/var and num_batches_tracked differ in the final state)",
