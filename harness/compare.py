@@ -137,8 +137,7 @@ def compare(base: Trace, replay: Trace | None, cand: Trace, dtype: str = "float3
     for step, (gb, gc) in enumerate(zip(base.grads, cand.grads)):
         for name in base.trainable:
             g, h = gb.get(name), gc.get(name)
-            g_nz = g is not None and bool((g != 0).any())
-            h_nz = h is not None and bool((h != 0).any())
+            g_nz, h_nz = _has(g), _has(h)
             if g_nz != h_nz:
                 n_missing = sum(1 for n in base.trainable if _has(gb.get(n)) != _has(gc.get(n)))
                 got = "no gradient (None)" if h is None else ("a zero gradient" if not h_nz else "a gradient")
@@ -161,7 +160,8 @@ def compare(base: Trace, replay: Trace | None, cand: Trace, dtype: str = "float3
                  f"{cand.saved_bytes} bytes saved for backward vs {base.saved_bytes} without",
                  max_abs_diff=worst.abs, tolerance=tol, noise_floor=noise)
 
-    dead = [n for n in base.trainable if n not in _nonzero_set(base)]
+    exercised = _nonzero_set(base)
+    dead = [n for n in base.trainable if n not in exercised]
     if dead and len(dead) == len(base.trainable):
         return v(Outcome.ERROR,
                  f"vacuous baseline: none of the {len(dead)} trainable tensors gets a non-zero gradient in "

@@ -252,12 +252,16 @@ class Runner:
         if key in self._cache:
             self._cache.move_to_end(key)
             return self._cache[key]
-        base = self._train(cell)
-        replay = self._train(cell) if base.ok else None
+        base, replay = self._base_pair(cell)
         self._cache[key] = (base, replay)
         while len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
         return base, replay
+
+    def _base_pair(self, cell, dtype: str | None = None) -> tuple[Trace, Trace | None]:
+        """The plain baseline and its replay (the noise floor); no replay when the baseline fails."""
+        base = self._train(cell, None, dtype)
+        return base, (self._train(cell, None, dtype) if base.ok else None)
 
     def _confirm_in_float64(self, cell, verdict):
         """A small float32 mismatch may be rounding that recompute legally reorders (a float sum
@@ -268,8 +272,8 @@ class Runner:
         if not (verdict.outcome is Outcome.MISMATCH and self.options.dtype == "float32"
                 and verdict.max_rel_diff < FLOAT64_CHECK_BELOW):
             return verdict
-        b64, r64, c64 = (self._train(cell, None, "float64"), self._train(cell, None, "float64"),
-                         self._train(cell, cell.gc_mode, "float64"))
+        b64, r64 = self._base_pair(cell, "float64")
+        c64 = self._train(cell, cell.gc_mode, "float64")
         v64 = compare(b64, r64, c64, "float64")
         if v64.outcome is Outcome.EQUIVALENT:
             return Verdict(Outcome.EQUIVALENT,
