@@ -20,6 +20,7 @@ def pytest_addoption(parser):
     for axis in _FILTERS:
         g.addoption(f"--{axis}", default=None, help=f"comma-separated {axis} values (default: all)")
     g.addoption("--tier", default="default", help="default (CI covering set) or full (the whole product)")
+    g.addoption("--shard", default=None, metavar="K/N", help="only the K-th of N disjoint parts (split by baseline)")
     g.addoption("--steps", type=int, default=3, help="optimizer steps per run (default 3)")
     g.addoption("--dtype", default="float32")
     g.addoption("--device", default="cpu")
@@ -32,7 +33,8 @@ def _selection(config):
     if not hasattr(config, "_harness_cells"):
         try:
             config._harness_cells = select(
-                *(config.getoption(a.replace("-", "_")) for a in _FILTERS), tier=config.getoption("tier"))
+                *(config.getoption(a.replace("-", "_")) for a in _FILTERS), tier=config.getoption("tier"),
+                shard=config.getoption("shard"))
         except SelectionError as exc:
             raise pytest.UsageError(str(exc)) from None
     return config._harness_cells

@@ -1,6 +1,8 @@
 """The matrix: cells, their ids, filters and tiers."""
 from __future__ import annotations
 
+import re
+import zlib
 from dataclasses import asdict, dataclass
 from typing import Iterable, Iterator
 
@@ -137,9 +139,29 @@ def default_tier(backend: str) -> list[Cell]:
     return sorted(chosen.values(), key=lambda c: (c.baseline_key, c.id))
 
 
+def parse_shard(spec: str | None) -> tuple[int, int] | None:
+    """``K/N`` (1 <= K <= N) -> (K, N); None for no sharding."""
+    if not spec:
+        return None
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", spec)
+    if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
+        raise SelectionError(f"bad shard {spec!r}; valid: K/N with 1 <= K <= N, e.g. 1/4")
+    return int(m.group(1)), int(m.group(2))
+
+
+def in_shard(cell: Cell, shard: tuple[int, int] | None) -> bool:
+    """Shards split by baseline (cells sharing one stay together), stable across runs and machines."""
+    if shard is None:
+        return True
+    k, n = shard
+    return zlib.crc32(cell.baseline_key.encode()) % n == k - 1
+
+
 def select(backend=None, arch=None, method=None, gc_mode=None, inputs=None, order=None,
-           tier: str = "full", available_only: bool = True) -> list[Cell]:
-    """Cells matching the comma-separated filters; SelectionError (one line) on unknown values."""
+           tier: str = "full", available_only: bool = True, shard: str | None = None) -> list[Cell]:
+    """Cells matching the comma-separated filters, and in shard ``K/N`` when given;
+    SelectionError (one line) on unknown values."""
+    part = parse_shard(shard)
     f = {k: _split(v) for k, v in dict(backend=backend, arch=arch, method=method, gc_mode=gc_mode,
                                          inputs=inputs, order=order).items()}
     if tier not in TIERS:
@@ -154,7 +176,8 @@ def select(backend=None, arch=None, method=None, gc_mode=None, inputs=None, orde
         if available_only and backends.get(b).missing:
             continue
         pool = default_tier(b) if tier == "default" else full_product(b)
-        cells.extend(c for c in pool if all(f[a] is None or getattr(c, a) in f[a] for a in AXES))
+        cells.extend(c for c in pool if all(f[a] is None or getattr(c, a) in f[a] for a in AXES)
+                     and in_shard(c, part))
     return cells
 
 

@@ -23,6 +23,7 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the selected cells")
     _filters(run)
     run.add_argument("--tier", default="full", help="default (CI covering set) or full (default: full)")
+    run.add_argument("--shard", metavar="K/N", help="run only the K-th of N disjoint parts (split by baseline)")
     run.add_argument("--steps", type=int, default=3)
     run.add_argument("--dtype", default="float32")
     run.add_argument("--device", default="cpu")
@@ -76,7 +77,8 @@ def _run(args) -> int:
     if args.steps < 1:
         raise SelectionError("--steps must be >= 1")
     _check_device(args.device)
-    cells = select(args.backend, args.arch, args.method, args.gc_mode, args.inputs, args.order, args.tier)
+    cells = select(args.backend, args.arch, args.method, args.gc_mode, args.inputs, args.order, args.tier,
+                   shard=args.shard)
     if not cells:
         raise SelectionError("the filters select no cell (a backend whose library is missing has none); "
                              "see `python -m harness list`")

@@ -27,12 +27,24 @@ def run_cli(*args):
     (["--order", "later"], "unknown order 'later'"),
     (["--tier", "huge"], "unknown tier 'huge'"),
     (["--dtype", "float8"], "unknown dtype 'float8'"),
+    (["--shard", "3/2"], "bad shard '3/2'; valid: K/N"),
+    (["--shard", "half"], "bad shard 'half'"),
     (["--device", "nodevice"], "device 'nodevice' is not usable here"),
 ])
 def test_bad_input_exits_2_with_one_line(capsys, args, needle):
     assert cli.main(["run", *args]) == 2
     err = capsys.readouterr().err
     assert needle in err and err.count("\n") == 1, err
+
+
+def test_shards_partition_the_selection_and_keep_baselines_together():
+    everything = select("adapters", "bert,gpt2")
+    parts = [select("adapters", "bert,gpt2", shard=f"{k}/3") for k in (1, 2, 3)]
+    ids = [c.id for part in parts for c in part]
+    assert sorted(ids) == sorted(c.id for c in everything) and len(ids) == len(set(ids))
+    assert all(parts), "three shards of ~500 cells: none should be empty"
+    owner = {c.baseline_key: k for k, part in enumerate(parts) for c in part}
+    assert all(owner[c.baseline_key] == k for k, part in enumerate(parts) for c in part)
 
 
 def test_empty_selection_says_so(capsys):
