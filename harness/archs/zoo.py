@@ -73,6 +73,11 @@ EXTRA_SHRINK: dict[str, Any] = {
     "upsample_initial_channel": 16, "flow_size": 16, "spectrogram_bins": 16, "duration_predictor_filter_channels": 16,
     # audio lengths
     "max_source_positions": 16, "max_target_positions": 64, "num_mel_bins": 16,
+    # long-sequence attention pads the input to a window (longformer, led) or works in local blocks (longt5);
+    # linear attention heads (qwen3_next); projector / latent widths of multimodal models (cohere2_vision splits
+    # its projector width in two halves: even)
+    "attention_window": 8, "local_radius": 4, "linear_key_head_dim": 8, "linear_value_head_dim": 8,
+    "alignment_intermediate_size": 32, "projection_intermediate_dim": 37, "latent_query_num": 8,
 }
 # keys a default config leaves None although the model needs a value
 FILL_NONE: dict[str, Any] = {"head_dim": 8, "num_key_value_heads": 2, "num_experts_per_tok": 2, "n_group": 1,
@@ -81,7 +86,7 @@ FILL_NONE: dict[str, Any] = {"head_dim": 8, "num_key_value_heads": 2, "num_exper
 BOOL_SET: dict[str, bool] = {"use_mamba_kernels": False}
 # list-valued keys: every element set to the value (the length, i.e. the number of stages, is kept)
 LIST_SHRINK: dict[str, int] = {"conv_dim": 32, "tdnn_dim": 16, "depths": 1, "num_heads": 2, "image_size": 32,
-                               "embed_dim": 32}
+                               "embed_dim": 32, "attention_window": 8}
 _DROPOUT_KEY = re.compile(r"(dropout|pdrop|drop_prob|drop_rate|drop_path|layerdrop)")
 
 # ---------------------------------------------------------------------------------------------
@@ -122,6 +127,7 @@ PER_ARCH: dict[str, dict[str, Any]] = {
     "vipllava": {"overrides": {"vision_feature_layers": [-2, -1]}},   # default picks layers of a 24-layer tower
     "esm": {"overrides": {"vocab_size": 33, "pad_token_id": 1, "mask_token_id": 32}},   # default vocab is None
     "xmod": {"overrides": {"default_language": "en_XX"}},   # forward needs a language (XmodConfig field)
+    "pegasus_x": {"overrides": {"block_size": 8}},   # block-local attention pads the input to a block (default 512)
 }
 
 NEEDS_BBOX = ("udop",)   # text models whose forward requires token boxes
@@ -595,6 +601,9 @@ def _image_extras(model, pixel_values) -> dict[str, Any]:
     return out
 
 
+_TOKENS_PER_IMAGE: dict[tuple, int] = {}
+
+
 def _image_tokens_per_image(model, pixel_values, extras) -> int:
     """How many image-token placeholders one image takes: asked of the model's own get_image_features."""
     fn = _image_fn(model)
@@ -634,7 +643,10 @@ def _vlm_batch(spec, task, model, inputs, gen) -> dict[str, Any]:
     else:
         pix = _pixels(cfg, gen)
         extras = _image_extras(model, pix)
-        n = _image_tokens_per_image(model, pix, extras)
+        key = (spec.name, task, tuple(pix.shape), repr({k: getattr(v, "tolist", lambda: v)() for k, v in extras.items()}))
+        if key not in _TOKENS_PER_IMAGE:   # a function of the config and the shapes: asked once per arch
+            _TOKENS_PER_IMAGE[key] = _image_tokens_per_image(model, pix, extras)
+        n = _TOKENS_PER_IMAGE[key]
     tok = _image_token_id(cfg)
     ids = base._ids(gen, base._vocab(model))
     for sid in _special_ids(cfg):    # no stray special/image token in the text
@@ -990,7 +1002,8 @@ def survey_main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(prog="python -m harness.archs.zoo")
     ap.add_argument("--survey", action="store_true", help="build and train every model_type; write the table")
-    ap.add_argument("--only", help="comma-separated model types (merged into an existing survey json)")
+    ap.add_argument("--only", help="comma-separated model types (merged into the survey json, else into the "
+                                   "installed version's table)")
     ap.add_argument("--json", default="/tmp/zoo/survey.json", help="survey results (resumable)")
     ap.add_argument("--table", help="table to write (default: zoo_data_v<installed transformers>.py here)")
     ap.add_argument("--timeout", type=float, default=120.0, help="per training run, seconds")
@@ -1014,6 +1027,12 @@ def survey_main(argv: list[str] | None = None) -> int:
     results: dict[str, dict] = {}
     if (args.only or args.resume) and os.path.exists(args.json):
         results = json.load(open(args.json))
+    elif args.only:   # no survey json on this machine: merge into the installed version's table
+        import transformers
+
+        data = _table()
+        if data is not None and data.SURVEYED_ON.get("transformers") == transformers.__version__:
+            results = {mt: dict(e) for mt, e in data.TABLE.items()}
     todo = args.only.split(",") if args.only else list(CONFIG_MAPPING_NAMES)
     if args.resume:
         todo = [mt for mt in todo if mt not in results]
