@@ -138,11 +138,6 @@ EXPECTATIONS: list[Expect] = [
            "transformers refuses: VanForImageClassification is not compatible with gradient checkpointing",
            f"{TF_SRC}/models/deprecated/van/modeling_van.py", {"transformers": ">=4.35,<5"}),
     # ---- the baseline itself fails inside the library (not checkpointing findings) ------------
-    Expect({**P, "arch": ("mamba", "mamba2", "falcon_mamba", "falcon_h1"), "method": ("lora", "dora", "rslora")},
-           Outcome.ERROR,
-           "peft refuses LoRA on Mamba's out_proj/conv1d, which the harness's all-linear target rule picks; "
-           "a Mamba-specific target list is not written yet", f"{PEFT_SRC}/tuners/lora/model.py",
-           {"peft": ">=0.18"}),
     Expect({**P, "arch": ("fnet", "vits", "mra"), "method": ("lora", "dora", "rslora", "lora_mts")},
            Outcome.ERROR,
            "peft's task wrapper passes attention_mask / inputs_embeds / output_attentions, which this model's "

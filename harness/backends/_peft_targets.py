@@ -24,6 +24,10 @@ MARK = "harness:"
 # heads never adapted by a fallback: they are either trained whole (modules_to_save) or are the
 # language-model output layer, which peft's "all-linear" leaves alone too.
 HEAD_NAMES = ("lm_head", "classifier", "score", "qa_outputs", "cls", "projector")
+# modules peft refuses to adapt in some model types (peft.tuners.tuners_utils._check_lora_target_modules_mamba:
+# "Module 'out_proj' is incompatible with Mamba-based models"); the fallback leaves them out, as users must
+INCOMPATIBLE: dict[str, tuple[str, ...]] = {
+    mt: ("out_proj", "conv1d") for mt in ("falcon_h1", "mamba", "mamba2", "falcon_mamba", "nemotron_h")}
 
 
 def default_or(mapping_name: str | None, mtype: str, fallback: str):
@@ -93,10 +97,12 @@ def resolve(marker: str, model) -> list[str]:
                 break
     elif kind.startswith("linear"):
         div = int(kind.split("/", 1)[1]) if "/" in kind else 1
+        refused = INCOMPATIBLE.get(getattr(getattr(model, "config", None), "model_type", None), ())
         for name, mod in model.named_modules():
             dims = _linear_like(mod)
             if dims and not in_head(name) and dims[0] % div == 0 and dims[1] % div == 0 and (
-                    not only or any(name == o or name.endswith("." + o) for o in only)):
+                    not only or any(name == o or name.endswith("." + o) for o in only)) and \
+                    name.rsplit(".", 1)[-1] not in refused:
                 names.append(name)
     else:
         raise ValueError(f"unknown target marker {marker!r}")
