@@ -25,6 +25,7 @@ class Cell:
     order: str
     task: str
     primary_task: bool = True
+    modality: str = "text"      # the arch's (text | vision | audio | multimodal): not part of the id, matchable
 
     @property
     def id(self) -> str:
@@ -83,7 +84,7 @@ def _cells_of(backend: str, arch: ArchSpec, tasks: Iterable[str]) -> Iterator[Ce
                 for gc_mode in be.gc_modes:
                     for order in be.orders:
                         yield Cell(backend, arch.name, method.name, gc_mode, inputs, order, task,
-                                   task == arch.primary_task)
+                                   task == arch.primary_task, arch.modality)
 
 
 def full_product(backend: str, all_tasks: bool = True) -> list[Cell]:

@@ -21,7 +21,8 @@ from .outcomes import Outcome
 
 @dataclass(frozen=True)
 class Expect:
-    match: dict          # axis -> fnmatch pattern or tuple of them (backend arch method gc_mode inputs order task)
+    match: dict          # field -> fnmatch pattern or tuple of them (backend arch method gc_mode inputs order
+                         # task, and the arch's modality)
     outcome: Outcome | tuple[Outcome, ...]   # several: one cause that shows as either (e.g. a loss that no
     reason: str                                 # longer requires grad -> gc_error, else missing_grad)
     link: str = ""
@@ -78,6 +79,9 @@ NO_INPUT_EMBEDDINGS = ("altclip", "canine", "chinese_clip", "clip", "clipseg", "
 TUPLE_EMBEDDINGS = ("beit", "data2vec-vision", "donut-swin", "focalnet", "hiera", "internvl_vision",
                     "maskformer-swin", "swin", "swinv2", "timesformer")
 TUPLE_EMBEDDINGS_5 = ("data2vec-vision", "donut-swin", "focalnet", "hiera", "maskformer-swin", "swin", "swinv2")
+# MoE models whose experts transformers 5 fuses into parameters (peft converts LoRA targets on them to
+# target_parameters; the harness then sets lora_dropout=0, as ParamWrapper requires)
+FUSED_EXPERTS_5 = ("afmoe", "beam", "ernie4_5_moe", "exaone_moe", "glm4_moe", "qwen3_next", "solar_open")
 A = {"backend": "adapters"}
 P = {"backend": "peft"}
 PEFT_SRC = "https://github.com/huggingface/peft/blob/v0.21.2/src/peft"
@@ -157,11 +161,9 @@ EXPECTATIONS: list[Expect] = [
            "on transformers 5 peft's wrapper hands these models no decoder/input ids they need (or a shape "
            "they reject): the peft baseline fails, the full one trains", f"{PEFT_SRC}/peft_model.py",
            {"peft": ">=0.18", "transformers": ">=5"}),
-    Expect({**P, "arch": ("afmoe", "beam", "ernie4_5_moe", "exaone_moe", "glm4_moe", "qwen3_next", "solar_open"),
-            "method": ("lora", "dora", "rslora", "lora_mts")},
-           Outcome.ERROR,
-           "transformers 5 stores MoE experts as parameters; peft's all-linear rule then wraps them in "
-           "lora.ParamWrapper, which refuses the lora_dropout our LoRA config sets",
+    Expect({**P, "arch": FUSED_EXPERTS_5, "method": "dora"}, Outcome.UNSUPPORTED,
+           "transformers 5 stores MoE experts as fused parameters; peft adapts them with lora.ParamWrapper, which "
+           "refuses DoRA ('lora.ParamWrapper does not work with use_dora=True')",
            f"{PEFT_SRC}/tuners/lora/layer.py", {"peft": ">=0.18", "transformers": ">=5"}),
     Expect({**P, "arch": ("sam_vision_model", "sam_hq_vision_model"), "method": ("lora", "dora", "rslora")},
            Outcome.ERROR,

@@ -133,4 +133,25 @@ def resolve_config(config, model):
         ff = getattr(config, "feedforward_modules", None)
         if isinstance(ff, str) and ff.startswith(MARK):
             config.feedforward_modules = set()
+    _no_dropout_on_fused_experts(config, model)
     return config
+
+
+def _no_dropout_on_fused_experts(config, model):
+    """transformers 5 stores MoE experts as fused parameters; get_peft_model then converts LoRA targets on them to
+    ``target_parameters``, adapted by ``lora.ParamWrapper``, which refuses any LoRA dropout ("lora.ParamWrapper
+    does not work with lora_dropout != 0"). As a user must, LoRA dropout is 0 exactly there (the model's own
+    dropout stays on). Asks peft's own conversion, on a copy of the config."""
+    if not getattr(config, "lora_dropout", 0):
+        return
+    try:
+        from peft.utils.transformers_weight_conversion import (convert_peft_config_for_transformers,
+                                                               get_model_conversion_mapping)
+        import copy
+
+        probe = copy.deepcopy(config)
+        convert_peft_config_for_transformers(probe, model=model, conversions=get_model_conversion_mapping(model))
+    except Exception:  # noqa: BLE001 - transformers 4 / a peft without the conversion: nothing is converted
+        return
+    if getattr(probe, "target_parameters", None):
+        config.lora_dropout = 0.0
