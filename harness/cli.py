@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -86,15 +88,33 @@ def _run(args) -> int:
                              threads=args.threads))
     print(f"# {len(cells)} cells; versions {report.versions()}", flush=True)
     results = []
-    for cell in sorted(cells, key=lambda c: (c.baseline_key, c.id)):
-        r = runner.run_cell(cell)
-        results.append(r)
-        if not (args.quiet and r["matches"]):
-            print(report.line(r), flush=True)
+    saved = time.monotonic()
+    old_term = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        for cell in sorted(cells, key=lambda c: (c.baseline_key, c.id)):
+            r = runner.run_cell(cell)
+            results.append(r)
+            if not (args.quiet and r["matches"]):
+                print(report.line(r), flush=True)
+            if args.json and time.monotonic() - saved > JSON_EVERY:   # a long run leaves its results so far
+                report.write_json(args.json, results, complete=False)
+                saved = time.monotonic()
+    except KeyboardInterrupt:
+        print(f"# interrupted after {len(results)} of {len(cells)} cells", flush=True)
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
+    complete = len(results) == len(cells)
     if args.json:
-        report.write_json(args.json, results)
+        report.write_json(args.json, results, complete=complete)
     print(report.summary(results))
-    return 0 if all(r["matches"] for r in results) else 1
+    return 0 if complete and all(r["matches"] for r in results) else 1
+
+
+JSON_EVERY = 60.0   # seconds between interim writes of --json during a run
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 def _check_device(device: str) -> None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
 from collections import Counter
 
@@ -31,6 +32,9 @@ def summary(results: list[dict]) -> str:
             f"{len(results) - bad} as expected, {bad} not as expected")
 
 
-def write_json(path: str, results: list[dict]) -> None:
-    with open(path, "w") as fh:
-        json.dump({"versions": versions(), "cells": results}, fh, indent=1)
+def write_json(path: str, results: list[dict], complete: bool = True) -> None:
+    """`complete` is False for the interim files of a running or interrupted run."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump({"versions": versions(), "complete": complete, "cells": results}, fh, indent=1)
+    os.replace(tmp, path)

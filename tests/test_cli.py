@@ -122,3 +122,24 @@ def test_expectations_are_versioned_data_with_reasons():
     assert expected({**fields, "gc_mode": "non_reentrant"})[0] == (Outcome.EQUIVALENT,)
     old = [Expect({"backend": "adapters"}, Outcome.ERROR, "x", "https://x", {"adapters": "<0.1"})]
     assert expected(fields, old)[0] == (Outcome.EQUIVALENT,)    # version range excludes the installed one
+
+
+def test_interrupted_run_keeps_what_finished(tmp_path, monkeypatch, capsys):
+    """Ctrl-C (or SIGTERM) mid-run: the JSON holds the finished cells and says it is incomplete."""
+    from harness import run as run_mod
+
+    calls = []
+
+    def fake(self, cell):
+        if calls:
+            raise KeyboardInterrupt
+        calls.append(cell)
+        return {"id": cell.id, **cell.fields(), "outcome": "equivalent", "expected": "equivalent", "matches": True,
+                "detail": "", "reason": "", "link": "", "seconds": 0.0}
+
+    monkeypatch.setattr(run_mod.Runner, "run_cell", fake)
+    out = tmp_path / "r.json"
+    assert cli.main(["run", "--backend", "full", "--arch", "bert", "--json", str(out)]) == 1
+    data = json.loads(out.read_text())
+    assert data["complete"] is False and [c["id"] for c in data["cells"]] == [calls[0].id]
+    assert "interrupted after 1 of" in capsys.readouterr().out
