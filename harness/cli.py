@@ -35,6 +35,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("-q", "--quiet", action="store_true", help="print only non-matching cells and the summary")
     ls = sub.add_parser("list", help="archs, methods and axes, with why anything is not covered")
     ls.add_argument("--backend")
+    ck = sub.add_parser("check", help="re-judge the cells of a run's --json against the current expectations")
+    ck.add_argument("json_path", metavar="JSON")
+    ck.add_argument("-q", "--quiet", action="store_true", help="print only the summary")
     rp = sub.add_parser("repro", help="write a standalone script reproducing one cell")
     rp.add_argument("cell_id")
     rp.add_argument("-o", "--output")
@@ -58,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
 
             print(listing(args.backend))
             return 0
+        if args.cmd == "check":
+            return _check(args)
         if args.cmd == "repro":
             from .repro import write_repro
 
@@ -115,6 +120,37 @@ JSON_EVERY = 60.0   # seconds between interim writes of --json during a run
 
 def _interrupt(signum, frame):
     raise KeyboardInterrupt
+
+
+def _check(args) -> int:
+    """Outcomes are a function of the cell and the installed versions; expectations are data. After editing
+    the data, this re-judges a finished run without re-running it (same versions required)."""
+    import json
+
+    from . import report
+    from .cells import AXES, SelectionError
+    from .expectations import expected
+
+    try:
+        with open(args.json_path) as fh:
+            data = json.load(fh)
+        cells = data["cells"]
+    except (OSError, ValueError, KeyError) as exc:
+        raise SelectionError(f"cannot read a run's JSON from {args.json_path!r}: {type(exc).__name__}: {exc}") from None
+    here = report.versions()
+    differ = {k: (v, here.get(k)) for k, v in data.get("versions", {}).items() if k != "python" and here.get(k) != v}
+    if differ:
+        raise SelectionError("the run was made with other versions than installed here: " +
+                             ", ".join(f"{k} {a} (here {b})" for k, (a, b) in differ.items()))
+    for r in cells:
+        want, why = expected({**{a: r[a] for a in AXES}, "task": r["task"], "modality": r.get("modality", "text")})
+        r["expected"] = "|".join(w.value for w in want)
+        r["matches"] = r["outcome"] in r["expected"].split("|")
+        r["reason"], r["link"] = (why.reason, why.link) if why else ("", "")
+        if not (args.quiet or r["matches"]):
+            print(report.line(r))
+    print(report.summary(cells) + ("" if data.get("complete", True) else " (an incomplete run)"))
+    return 0 if all(r["matches"] for r in cells) else 1
 
 
 def _check_device(device: str) -> None:

@@ -143,3 +143,24 @@ def test_interrupted_run_keeps_what_finished(tmp_path, monkeypatch, capsys):
     data = json.loads(out.read_text())
     assert data["complete"] is False and [c["id"] for c in data["cells"]] == [calls[0].id]
     assert "interrupted after 1 of" in capsys.readouterr().out
+
+
+def test_check_rejudges_a_run_against_the_expectations(tmp_path, capsys):
+    from harness import report
+
+    def record(arch, outcome):
+        return {"id": f"full-{arch}-full-reentrant-masked-gc_first", "backend": "full", "arch": arch, "method": "full",
+                "gc_mode": "reentrant", "inputs": "masked", "order": "gc_first", "task": "seq_cls",
+                "modality": "text", "outcome": outcome, "expected": "equivalent", "matches": True, "detail": "d",
+                "seconds": 0.0}
+
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({"versions": report.versions(), "cells": [
+        record("bert", "equivalent"), record("albert", "unsupported"), record("roberta", "mismatch")]}))
+    assert cli.main(["check", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL full-roberta-full-reentrant-masked-gc_first: mismatch" in out and "albert" not in out
+    assert "3 cells: " in out and "2 as expected, 1 not as expected" in out
+    path.write_text(json.dumps({"versions": {**report.versions(), "torch": "0.1"}, "cells": []}))
+    assert cli.main(["check", str(path)]) == 2
+    assert "other versions than installed here: torch 0.1" in capsys.readouterr().err
