@@ -25,6 +25,7 @@ def pytest_addoption(parser):
     g.addoption("--dtype", default="float32")
     g.addoption("--device", default="cpu")
     g.addoption("--cell-timeout", type=float, default=300.0, help="seconds per training run of a cell")
+    g.addoption("--memory-gb", type=float, default=8.0, help="address-space cap per worker; 0 for none (default 8)")
 
 
 def _selection(config):
@@ -50,11 +51,12 @@ def pytest_generate_tests(metafunc):
 
 @pytest.fixture(scope="session")
 def runner(pytestconfig):
-    from harness.run import DTYPES, Options, Runner
+    from harness.run import DTYPES, Options, Runner, cap_memory
 
     dtype = pytestconfig.getoption("dtype")
     if dtype not in DTYPES:
         raise pytest.UsageError(f"unknown dtype {dtype!r}; valid: {', '.join(DTYPES)}")
+    cap_memory(pytestconfig.getoption("memory_gb"))
     return Runner(Options(steps=pytestconfig.getoption("steps"), dtype=dtype,
                           device=pytestconfig.getoption("device"),
                           timeout=pytestconfig.getoption("cell_timeout")))

@@ -31,6 +31,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--device", default="cpu")
     run.add_argument("--timeout", type=float, default=300.0, help="per training run, seconds")
     run.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
+    run.add_argument("--memory-gb", type=float, default=8.0,
+                     help="address-space cap of the process; 0 for none (default 8)")
     run.add_argument("--json", metavar="PATH")
     run.add_argument("-q", "--quiet", action="store_true", help="print only non-matching cells and the summary")
     ls = sub.add_parser("list", help="archs, methods and axes, with why anything is not covered")
@@ -77,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args) -> int:
     from . import report
     from .cells import SelectionError, select
-    from .run import DTYPES, Options, Runner
+    from .run import DTYPES, Options, Runner, cap_memory
 
     if args.dtype not in DTYPES:
         raise SelectionError(f"unknown dtype {args.dtype!r}; valid: {', '.join(DTYPES)}")
@@ -89,6 +91,7 @@ def _run(args) -> int:
     if not cells:
         raise SelectionError("the filters select no cell (a backend whose library is missing has none); "
                              "see `python -m harness list`")
+    cap_memory(args.memory_gb)
     runner = Runner(Options(steps=args.steps, dtype=args.dtype, device=args.device, timeout=args.timeout,
                              threads=args.threads))
     print(f"# {len(cells)} cells; versions {report.versions()}", flush=True)

@@ -220,6 +220,20 @@ class Options:
                                     # xdist workers oversubscribe the cores): 10x slower measured at 2
 
 
+def cap_memory(gb: float | None) -> None:
+    """Cap this process's address space: a cell whose model still comes out huge then fails with its own
+    out-of-memory error (that cell's outcome) instead of taking the machine and every other worker down."""
+    if not gb:
+        return
+    import resource
+
+    cap = int(gb * 2**30)
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+
+
 FLOAT64_CHECK_BELOW = 1e-2   # float32 mismatches smaller than this (relative to the tensor's scale)
                              # are rerun in float64 before they are called a mismatch
 
