@@ -82,6 +82,19 @@ TUPLE_EMBEDDINGS_5 = ("data2vec-vision", "donut-swin", "focalnet", "hiera", "mas
 # MoE models whose experts transformers 5 fuses into parameters (peft converts LoRA targets on them to
 # target_parameters; the harness then sets lora_dropout=0, as ParamWrapper requires)
 FUSED_EXPERTS_5 = ("afmoe", "beam", "ernie4_5_moe", "exaone_moe", "glm4_moe", "qwen3_next", "solar_open")
+# models whose get_input_embeddings() is not the module their forward calls (probed on 4.57.6 by hooking it)
+EMBEDDINGS_NOT_CALLED = ("bart", "bigbird_pegasus", "longt5", "m2m_100", "mbart", "nllb-moe", "plbart",
+                         "switch_transformers")
+# text models with a normalisation layer (with parameters) in front of the first checkpointed layer (probed on
+# 4.57.6 with forward pre-hooks: BERT's embeddings.LayerNorm, BART's layernorm_embedding, BLOOM's
+# word_embeddings_layernorm, ...)
+NORM_BEFORE_LAYERS = (
+    "bart", "bert", "bert-generation", "bert2bert", "big_bird", "blenderbot-small", "bloom", "camembert", "canine",
+    "convbert", "data2vec-text", "deberta", "deberta-v2", "distilbert", "electra", "encoder-decoder", "ernie", "flava",
+    "fnet", "git", "layoutlm", "led", "longformer", "luke", "mbart", "modernbert", "modernbert-decoder", "mra", "mvp",
+    "nezha", "nystromformer", "open-llama", "plbart", "prophetnet", "rembert", "roberta", "roberta-prelayernorm",
+    "roc_bert", "roformer", "splinter", "tapas", "trocr", "vilt", "visual_bert", "xlm-prophetnet", "xlm-roberta",
+    "xmod", "yoso")
 A = {"backend": "adapters"}
 P = {"backend": "peft"}
 PEFT_SRC = "https://github.com/huggingface/peft/blob/v0.21.2/src/peft"
@@ -102,6 +115,22 @@ EXPECTATIONS: list[Expect] = [
     Expect({**A, "method": ("dora", "dvora"), "arch": FUSED_QKV, "order": "adapter_first"}, Outcome.ERROR,
            "adapters' DoRA/DVoRA on a fused qkv projection fails when the adapter is added (see below), "
            "before checkpointing is enabled in this order", f"{ADAPTERS_SRC}/methods/lora.py", {"adapters": ">=1.2"}),
+    # prefix tuning that fails even without checkpointing: before peft's refusal of it with checkpointing,
+    # which comes after the baseline in the gc_first order
+    Expect({**P, "arch": "canine", "method": ("prefix_tuning", "cartridge")}, Outcome.ERROR,
+           "peft's prefix tuning reads config.vocab_size, which CANINE (character level) does not have",
+           f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.18"}),
+    Expect({**P, "arch": ("dbrx", "deepseek_v2", "big_bird", "bigbird_pegasus"), "method": ("prefix_tuning", "cartridge"),
+            "inputs": ("masked", "padded")}, Outcome.ERROR,
+           "peft's prefix (past key values) does not fit this model's attention with a mask: the plain run fails "
+           "(shape / index errors); not analysed further", f"{PEFT_SRC}/peft_model.py",
+           {"peft": ">=0.18", "transformers": "<5"}),
+    Expect({**P, "arch": ("camembert", "data2vec-text"), "method": "prefix_tuning", "inputs": ("masked", "padded"),
+            "task": ("seq_cls", "causal_lm", "feature")},
+           Outcome.ERROR,
+           "prefix tuning with an attention mask: the plain run fails in the model's mask handling ('<' not "
+           "supported between instances of 'tuple' and 'int')", f"{PEFT_SRC}/peft_model.py",
+           {"peft": ">=0.18", "transformers": "<5"}),
     # ---- the libraries refuse checkpointing, with their own documented error -------------------
     Expect({"arch": "albert"}, Outcome.UNSUPPORTED,
            "AlbertPreTrainedModel.supports_gradient_checkpointing is False: transformers refuses",
@@ -142,21 +171,19 @@ EXPECTATIONS: list[Expect] = [
            "transformers refuses: VanForImageClassification is not compatible with gradient checkpointing",
            f"{TF_SRC}/models/deprecated/van/modeling_van.py", {"transformers": ">=4.35,<5"}),
     # ---- the baseline itself fails inside the library (not checkpointing findings) ------------
-    Expect({**P, "arch": ("fnet", "vits", "mra"), "method": ("lora", "dora", "rslora", "lora_mts")},
+    Expect({**P, "arch": ("fnet", "vits", "mra")},
            Outcome.ERROR,
            "peft's task wrapper passes attention_mask / inputs_embeds / output_attentions, which this model's "
            "forward does not take on transformers 4 (it does on 5)", f"{PEFT_SRC}/peft_model.py",
            {"peft": ">=0.18", "transformers": "<5"}),
     Expect({**P, "arch": ("clip_text_model", "switch_transformers", "speech_to_text", "moonshine",
-                           "llama4_text", "deepseek_vl", "flava"),
-            "method": ("lora", "dora", "rslora", "lora_mts")},
+                           "llama4_text", "deepseek_vl", "flava")},
            Outcome.ERROR,
            "peft's task wrapper passes inputs this model does not take (attention_mask, inputs_embeds, "
            "decoder ids, output_attentions) or reaches a method it lacks: the peft baseline fails, the full "
            "one trains", f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.18"}),
     Expect({**P, "arch": ("canary", "cohere_asr", "longt5", "nemotron3_5_asr", "nemotron_asr_streaming",
-                           "parakeet_rnnt", "parakeet_tdt", "udop", "deepseek_v4"),
-            "method": ("lora", "dora", "rslora", "lora_mts")},
+                           "parakeet_rnnt", "parakeet_tdt", "udop", "deepseek_v4")},
            Outcome.ERROR,
            "on transformers 5 peft's wrapper hands these models no decoder/input ids they need (or a shape "
            "they reject): the peft baseline fails, the full one trains", f"{PEFT_SRC}/peft_model.py",
@@ -165,6 +192,27 @@ EXPECTATIONS: list[Expect] = [
            "transformers 5 stores MoE experts as fused parameters; peft adapts them with lora.ParamWrapper, which "
            "refuses DoRA ('lora.ParamWrapper does not work with use_dora=True')",
            f"{PEFT_SRC}/tuners/lora/layer.py", {"peft": ">=0.18", "transformers": ">=5"}),
+    Expect({**P, "arch": ("blenderbot", "blenderbot-small"), "task": "feature"}, Outcome.ERROR,
+           "under peft's FEATURE_EXTRACTION wrapper the Blenderbot base model fails without checkpointing ('You "
+           "cannot specify both decoder_input_ids and decoder_inputs_embeds'); not analysed further",
+           f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.18"}),
+    Expect({**P, "arch": "bigbird_pegasus", "method": ("frod", "shira"), "inputs": "padded"}, Outcome.ERROR,
+           "vacuous: with a padded row nothing these sparse methods train gets a gradient in the plain run",
+           f"{PEFT_SRC}/tuners", {"peft": ">=0.18", "transformers": "<5"}),
+    Expect({**P, "arch": "aria_text", "method": "poly", "task": "feature"}, Outcome.ERROR,
+           "Poly under the FEATURE_EXTRACTION wrapper fails without checkpointing ('batch1 must be a 3D tensor')",
+           f"{PEFT_SRC}/tuners/poly", {"peft": ">=0.18", "transformers": "<5"}),
+    Expect({**P, "arch": "aya_vision", "method": "gralora"}, Outcome.ERROR,
+           "GraLoRA on a layer of the aya_vision model fails without checkpointing ('too many values to unpack')",
+           f"{PEFT_SRC}/tuners/gralora", {"peft": ">=0.18", "transformers": "<5"}),
+    Expect({**P, "arch": "cohere2_vision", "method": "oft"}, Outcome.ERROR,
+           "OFT on a layer of cohere2_vision fails without checkpointing (a reshape to its blocks is invalid)",
+           f"{PEFT_SRC}/tuners/oft", {"peft": ">=0.18", "transformers": "<5"}),
+    Expect({**P, "arch": "deepseek_v2", "inputs": "unmasked",
+            "method": ("cpt", "multitask_prompt_tuning", "lily", "lokr", "vblora")}, Outcome.GC_ERROR,
+           "with no attention mask passed, the checkpointed forward of DeepSeek-V2 fails ('The size of tensor a (4) "
+           "must match the size of tensor b (8)') where the plain one trains; seen with these methods, not analysed",
+           f"{TF_SRC}/models/deepseek_v2/modeling_deepseek_v2.py", {"peft": ">=0.18", "transformers": "<5"}),
     Expect({**P, "arch": ("sam_vision_model", "sam_hq_vision_model"), "method": ("lora", "dora", "rslora")},
            Outcome.ERROR,
            "vacuous: the LoRA targets of the SAM vision encoder never get a gradient from the feature loss in "
@@ -243,18 +291,50 @@ EXPECTATIONS: list[Expect] = [
     Expect({"arch": ("gpt_bigcode", "swiftformer")}, Outcome.NOT_CHECKPOINTED,
            "gradient_checkpointing_enable is accepted but no layer is recomputed: the flag is not wired into "
            "the forward", f"{TF_SRC}/models", {"transformers": ">=4.57,<5"}),
-    Expect({**P, "method": PEFT_WEIGHT_METHODS, "gc_mode": "reentrant", "order": "adapter_first"},
+    Expect({**P, "method": "ln_tuning", "arch": NORM_BEFORE_LAYERS, "gc_mode": "reentrant"}, Outcome.EQUIVALENT,
+           "LN tuning adapts the normalisation in front of the first checkpointed layer; its grad-requiring output "
+           "is the layers' input, so reentrant checkpointing works whatever enable_input_require_grads did",
+           f"{PEFT_SRC}/tuners/ln_tuning", {"peft": ">=0.14", "transformers": "<5"}),
+    Expect({**P, "arch": EMBEDDINGS_NOT_CALLED, "method": PEFT_WEIGHT_METHODS + ("ln_tuning",), "gc_mode": "reentrant"},
            (Outcome.MISSING_GRAD, Outcome.GC_ERROR),
+           "get_input_embeddings() returns a module the encoder never calls (BART's `shared`; the encoder calls its "
+           "own embed_tokens sharing the weight), so enable_input_require_grads' hook never fires: with reentrant "
+           "checkpointing no layer input requires grad, in either order (fixed in transformers 5)",
+           "https://github.com/huggingface/transformers/pull/41821", {"peft": ">=0.14", "transformers": "<5"}),
+    Expect({**P, "arch": NO_INPUT_EMBEDDINGS, "method": PEFT_WEIGHT_METHODS + ("ln_tuning",), "gc_mode": "reentrant"},
+           (Outcome.MISSING_GRAD, Outcome.GC_ERROR),
+           "transformers 5 tolerates models without get_input_embeddings in enable_input_require_grads (a warning, no "
+           "hook): with reentrant checkpointing the adapters inside the layers then get no gradient, in either order",
+           "https://github.com/huggingface/transformers/pull/42558", {"peft": ">=0.14", "transformers": ">=5"}),
+    Expect({**P, "modality": "multimodal", "method": PEFT_WEIGHT_METHODS + ("ln_tuning",), "gc_mode": "reentrant",
+            "order": "gc_first"}, (Outcome.MISSING_GRAD, Outcome.MISMATCH),
+           "enable_input_require_grads hooks only the text embeddings of a vision-language model: the adapters "
+           "inside the reentrant-checkpointed vision tower get no gradient (a parameter shared with the text side, "
+           "e.g. UniLoRA's, gets only part of it: mismatch)", f"{TF_SRC}/modeling_utils.py#L2856",
+           {"peft": ">=0.14", "transformers": "<5"}),
+    Expect({**P, "arch": "data2vec-audio", "method": ("boft", "hra", "peanut", "pvera", "tinylora"),
+            "gc_mode": "reentrant", "order": "adapter_first"}, Outcome.EQUIVALENT,
+           "the arch-generic targets of these methods include the feature projection in front of the layers, whose "
+           "output then requires grad: reentrant checkpointing sees a grad-requiring input and works",
+           f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.14", "transformers": "<5"}),
+    Expect({**P, "method": PEFT_WEIGHT_METHODS, "gc_mode": "reentrant", "order": "adapter_first"},
+           (Outcome.MISSING_GRAD, Outcome.GC_ERROR, Outcome.MISMATCH),
            "peft calls enable_input_require_grads only when the model already checkpoints at get_peft_model; "
            "PeftModel.gradient_checkpointing_enable afterwards does not, so with reentrant checkpointing no "
            "input of a checkpointed layer requires grad and the adapters inside get none (gc_error when "
-           "nothing outside the layers trains: the loss has no grad_fn)",
-           f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.14"}),
-    Expect({**P, "method": "ln_tuning", "arch": ("llama", "gpt2", "t5"), "gc_mode": "reentrant",
-            "order": "adapter_first"}, Outcome.MISSING_GRAD,
-           "as for the weight methods: no norm outside the layers feeds them a grad-requiring input "
-           "(on BERT the embedding LayerNorm does, and it is equivalent)",
-           f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.14"}),
+           "nothing outside the layers trains: the loss has no grad_fn; mismatch for a parameter shared with "
+           "modules outside the layers, e.g. UniLoRA's)",
+           f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.14", "transformers": "<5"}),
+    Expect({**P, "modality": ("vision", "audio"), "method": PEFT_WEIGHT_METHODS, "gc_mode": "reentrant",
+            "order": "adapter_first"}, (Outcome.MISSING_GRAD, Outcome.GC_ERROR),
+           "transformers 5's gradient_checkpointing_enable calls enable_input_require_grads itself, but only for "
+           "models whose main input is input_ids: vision and audio models still lose the adapters' gradients",
+           f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.14", "transformers": ">=5"}),
+    Expect({**P, "method": "ln_tuning", "gc_mode": "reentrant", "order": "adapter_first"},
+           (Outcome.MISSING_GRAD, Outcome.GC_ERROR),
+           "as for the weight methods: no adapted norm in front of the layers feeds them a grad-requiring input "
+           "(models with one are listed above as equivalent)", f"{PEFT_SRC}/peft_model.py",
+           {"peft": ">=0.14", "transformers": "<5"}),
     Expect({**P, "method": ("poly", "xlora", "adaption_prompt")}, Outcome.ERROR,
            "peft 0.14 cannot train these on transformers 4.48 even without checkpointing (poly: 'batch1 must be "
            "a 3D tensor'; xlora: ModulesToSaveWrapper.forward() missing x; adaption prompt: LlamaAttention has "
@@ -271,9 +351,10 @@ EXPECTATIONS: list[Expect] = [
            "X-LoRA's scalings come from hooks removed after forward: the reentrant recompute cuts the X-LoRA "
            "classifier out of the graph", f"{PEFT_SRC}/tuners/xlora/model.py", {"peft": ">=0.14"}),
     Expect({**P, "method": ("prefix_tuning", "cartridge"), "order": "adapter_first"},
-           (Outcome.MISSING_GRAD, Outcome.GC_ERROR),
+           (Outcome.MISSING_GRAD, Outcome.GC_ERROR, Outcome.UNSUPPORTED),
            "peft's refusal of prefix tuning with checkpointing runs only in get_peft_model; enabled afterwards, "
-           "transformers' GradientCheckpointingLayer drops past_key_values (the prefix) in every layer",
+           "transformers' GradientCheckpointingLayer drops past_key_values (the prefix) in every layer "
+           "(unsupported: a model that takes no past key values at all, refused by peft even without checkpointing)",
            f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.14", "transformers": ">=4.54"}),
     Expect({**A, "arch": "beit", "gc_mode": "non_reentrant"}, Outcome.GC_ERROR,
            "adapters' gradient_checkpointing_enable calls enable_input_require_grads, whose hook does "

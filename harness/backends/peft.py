@@ -114,9 +114,10 @@ def _trainable_tokens_applies(arch: ArchSpec, task: str) -> str | None:
 
 
 def _poly_applies(arch: ArchSpec, task: str) -> str | None:
-    if task not in _TASK_TYPE:
-        return ("Poly needs task_ids routed through PolyModel.forward; the task-less base PeftModel.forward calls the "
-                "transformers model directly, so task_ids never reach the Poly layers ('task_ids should not be None')")
+    if task not in _TASK_TYPE or arch.modality != "text":
+        return ("Poly needs task_ids routed through PolyModel.forward; the task-less base PeftModel.forward (what "
+                "non-text models and tasks without a peft TaskType get) calls the transformers model directly, so "
+                "task_ids never reach the Poly layers ('task_ids should not be None')")
     return None
 
 
@@ -141,9 +142,9 @@ def _has_head(arch: ArchSpec, task: str) -> str | None:
 def _shadow(arch, task):
     import peft
 
-    # peft finds the blocks itself in `.layers` / `.h`; other backbones (bert's encoder.layer, ...) get
-    # their block list explicitly, as peft's error message asks
-    tm = None if arch.decoder_only else T.MARK + "blocks"
+    # peft finds the blocks itself only in `.layers` / `.h`; every backbone gets its block list explicitly
+    # (bert's encoder.layer, bert-generation's decoder, ...), as peft's error message asks
+    tm = T.MARK + "blocks"
     return peft.ShadowConfig(r=4, shadow_num_hidden_layers=1, target_modules=tm, **_common(peft.ShadowConfig, arch, task))
 
 
