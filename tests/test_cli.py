@@ -115,7 +115,10 @@ def test_missing_library_is_listed_not_run():
 @needs_adapters
 def test_expectations_are_versioned_data_with_reasons():
     for e in EXPECTATIONS:
-        assert e.reason and e.link.startswith("https://") and Outcome.EQUIVALENT not in e.outcomes
+        assert e.reason and e.link.startswith("https://")
+        # `equivalent` only alone: an exception carved out of a broader entry further down, never a way
+        # to make an entry lenient (an expected failure that comes out equivalent must fail the run)
+        assert Outcome.EQUIVALENT not in e.outcomes or e.outcomes == (Outcome.EQUIVALENT,)
     fields = dict(backend="adapters", arch="bert", method="lora", gc_mode="reentrant", inputs="masked",
                   order="gc_first", task="seq_cls")
     assert expected(fields)[0] == (Outcome.UNSUPPORTED,)
