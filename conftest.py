@@ -56,6 +56,8 @@ def runner(pytestconfig):
     dtype = pytestconfig.getoption("dtype")
     if dtype not in DTYPES:
         raise pytest.UsageError(f"unknown dtype {dtype!r}; valid: {', '.join(DTYPES)}")
+    if pytestconfig.getoption("memory_gb") < 0:
+        raise pytest.UsageError("--memory-gb must be >= 0 (0: no cap)")
     cap_memory(pytestconfig.getoption("memory_gb"))
     return Runner(Options(steps=pytestconfig.getoption("steps"), dtype=dtype,
                           device=pytestconfig.getoption("device"),

@@ -85,6 +85,8 @@ def _run(args) -> int:
         raise SelectionError(f"unknown dtype {args.dtype!r}; valid: {', '.join(DTYPES)}")
     if args.steps < 1:
         raise SelectionError("--steps must be >= 1")
+    if args.memory_gb < 0:
+        raise SelectionError("--memory-gb must be >= 0 (0: no cap)")
     _check_device(args.device)
     cells = select(args.backend, args.arch, args.method, args.gc_mode, args.inputs, args.order, args.tier,
                    shard=args.shard)

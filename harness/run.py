@@ -254,8 +254,9 @@ class Runner:
     def _settle_heap(self, arch: str) -> None:
         """Keep Python's cyclic GC off the ~0.5M objects of the imported libraries: freeze what is
         alive whenever a new arch (and its freshly imported modeling module) comes in. Full
-        collections over them otherwise cost ~20 ms each and were half of a tiny cell's time
-        (bert + lora: 0.20 -> 0.11 s per cell, measured with benchmarks/cell_times.py)."""
+        collections over them otherwise cost ~20 ms each, charged to whatever allocates (`python
+        benchmarks/cell_times.py --backend peft --arch bert,llama --method lora,loha,ia3 --tier full`:
+        median 101 -> 83 ms per cell)."""
         if arch != self._arch_seen:
             self._arch_seen = arch
             gc.collect()

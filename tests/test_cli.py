@@ -29,6 +29,7 @@ def run_cli(*args):
     (["--dtype", "float8"], "unknown dtype 'float8'"),
     (["--shard", "3/2"], "bad shard '3/2'; valid: K/N"),
     (["--shard", "half"], "bad shard 'half'"),
+    (["--memory-gb", "-1"], "--memory-gb must be >= 0"),
     (["--device", "nodevice"], "device 'nodevice' is not usable here"),
 ])
 def test_bad_input_exits_2_with_one_line(capsys, args, needle):
@@ -38,11 +39,12 @@ def test_bad_input_exits_2_with_one_line(capsys, args, needle):
 
 
 def test_shards_partition_the_selection_and_keep_baselines_together():
-    everything = select("adapters", "bert,gpt2")
-    parts = [select("adapters", "bert,gpt2", shard=f"{k}/3") for k in (1, 2, 3)]
+    archs = "bert,gpt2,llama,t5"    # the full backend: there with every library set (tox envs included)
+    everything = select("full", archs)
+    parts = [select("full", archs, shard=f"{k}/3") for k in (1, 2, 3)]
     ids = [c.id for part in parts for c in part]
     assert sorted(ids) == sorted(c.id for c in everything) and len(ids) == len(set(ids))
-    assert all(parts), "three shards of ~500 cells: none should be empty"
+    assert all(parts), f"three shards of {len(everything)} cells: none should be empty"
     owner = {c.baseline_key: k for k, part in enumerate(parts) for c in part}
     assert all(owner[c.baseline_key] == k for k, part in enumerate(parts) for c in part)
 
