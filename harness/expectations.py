@@ -99,7 +99,7 @@ NORM_BEFORE_LAYERS = (
 A = {"backend": "adapters"}
 P = {"backend": "peft"}
 PEFT_SRC = "https://github.com/huggingface/peft/blob/v0.21.2/src/peft"
-CONV1D = ("gpt2",)                                     # transformers' Conv1D instead of nn.Linear
+CONV1D = ("gpt2", "gpt-sw3")                          # transformers' Conv1D instead of nn.Linear (gpt-sw3 is GPT-2)
 # peft methods that adapt weights inside the (checkpointed) layers, none of which touch the inputs
 PEFT_WEIGHT_METHODS = (
     "lora", "dora", "rslora", "lora_mts", "adalora", "loha", "lokr", "vera", "pvera", "fourierft", "waveft",
