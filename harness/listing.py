@@ -50,7 +50,8 @@ def listing(backend: str | None = None) -> str:
         exp = [e for e in EXPECTATIONS if e.match.get("backend", b) == b]
         out.append(f"  known non-equivalent patterns ({len(exp)}):")
         for e in exp:
-            out.append(f"    {e.match} -> {e.outcome.value} {e.versions or ''}: {e.reason} {e.link}")
+            outcomes = "|".join(o.value for o in e.outcomes)
+            out.append(f"    {e.match} -> {outcomes} {e.versions or ''}: {e.reason} {e.link}")
     return "\n".join(out)
 
 

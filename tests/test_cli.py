@@ -94,6 +94,16 @@ def test_list_names_archs_methods_and_reasons():
         assert needle in p.stdout, needle
 
 
+def test_list_of_every_available_backend_prints_its_known_patterns():
+    from harness.listing import listing
+
+    for b in [b for b in backends.BACKEND_NAMES if not backends.get(b).missing]:
+        text = listing(b)
+        assert f"backend {b}" in text and "known non-equivalent patterns" in text
+        if b == "peft":
+            assert "missing_grad|gc_error" in text    # an entry naming several outcomes of one cause
+
+
 def test_cell_ids_round_trip_and_tiers_cover_every_axis():
     for backend in [b for b in ("adapters", "peft", "full") if not backends.get(b).missing]:
         default = select(backend=backend, tier="default")
