@@ -134,7 +134,7 @@ def _check(args) -> int:
 
     from . import report
     from .cells import AXES, SelectionError
-    from .expectations import expected
+    from .expectations import judge
 
     try:
         with open(args.json_path) as fh:
@@ -148,10 +148,8 @@ def _check(args) -> int:
         raise SelectionError("the run was made with other versions than installed here: " +
                              ", ".join(f"{k} {a} (here {b})" for k, (a, b) in differ.items()))
     for r in cells:
-        want, why = expected({**{a: r[a] for a in AXES}, "task": r["task"], "modality": r.get("modality", "text")})
-        r["expected"] = "|".join(w.value for w in want)
-        r["matches"] = r["outcome"] in r["expected"].split("|")
-        r["reason"], r["link"] = (why.reason, why.link) if why else ("", "")
+        r.update(judge({**{a: r[a] for a in AXES}, "task": r["task"], "modality": r.get("modality", "text")},
+                       r["outcome"]))
         if not (args.quiet or r["matches"]):
             print(report.line(r))
     print(report.summary(cells) + ("" if data.get("complete", True) else " (an incomplete run)"))

@@ -405,3 +405,10 @@ def expected(cell_fields: dict, table: list[Expect] | None = None) -> tuple[tupl
         if e.applies(cell_fields):
             return e.outcomes, e
     return (Outcome.EQUIVALENT,), None
+
+
+def judge(cell_fields: dict, outcome: str) -> dict:
+    """The expectation part of a result record: `expected` ("a|b"), `matches`, `reason`, `link`."""
+    want, why = expected(cell_fields)
+    return {"expected": "|".join(w.value for w in want), "matches": outcome in {w.value for w in want},
+            "reason": why.reason if why else "", "link": why.link if why else ""}

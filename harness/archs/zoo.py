@@ -38,7 +38,7 @@ from typing import Any
 import torch
 
 from . import base
-from .base import BATCH, NUM_LABELS, SEQ_LEN, SHRINK, ArchSpec
+from .base import BATCH, SEQ_LEN, SHRINK, ArchSpec
 
 # ---------------------------------------------------------------------------------------------
 # Tasks: preference order of the primary task. causal_lm only for decoder-only LMs (no masked-LM
@@ -1036,11 +1036,9 @@ def survey_main(argv: list[str] | None = None) -> int:
     todo = args.only.split(",") if args.only else list(CONFIG_MAPPING_NAMES)
     if args.resume:
         todo = [mt for mt in todo if mt not in results]
-    if args.memory_gb:   # a model that still is huge fails with MemoryError instead of taking the machine
-        import resource
+    from ..run import cap_memory
 
-        cap = int(args.memory_gb * 2**30)
-        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    cap_memory(args.memory_gb)   # a model that still is huge fails with MemoryError instead of taking the machine
     t0 = time.perf_counter()
     for i, mt in enumerate(todo):
         t = time.perf_counter()
