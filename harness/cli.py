@@ -1,4 +1,4 @@
-"""`python -m harness run|list|repro` (DESIGN section 5).
+"""`python -m harness run|list|check|calibrate|repro` (DESIGN section 5).
 
 Exit codes: 0 every selected cell matches its expectation, 1 otherwise, 2 bad usage.
 """
@@ -35,6 +35,16 @@ def _parser() -> argparse.ArgumentParser:
                      help="address-space cap of the process; 0 for none (default 8)")
     run.add_argument("--json", metavar="PATH")
     run.add_argument("-q", "--quiet", action="store_true", help="print only non-matching cells and the summary")
+    cal = sub.add_parser("calibrate", help="run only the plain baselines of the selection once; record which fail "
+                                           "(--table-from: write the generated table from such runs)")
+    _filters(cal)
+    cal.add_argument("--shard", metavar="K/N", help="only the K-th of N disjoint parts (the split of `run`)")
+    cal.add_argument("--timeout", type=float, default=300.0, help="per training run, seconds")
+    cal.add_argument("--memory-gb", type=float, default=8.0, help="address-space cap; 0 for none (default 8)")
+    cal.add_argument("--json", metavar="PATH", help="write the records here (every 60 s, and at the end)")
+    cal.add_argument("--table-from", nargs="+", metavar="JSON",
+                     help="do not run: merge these complete, unfiltered calibration runs into harness/baselines/")
+    cal.add_argument("-q", "--quiet", action="store_true", help="print only the summary")
     ls = sub.add_parser("list", help="archs, methods and axes, with why anything is not covered")
     ls.add_argument("--backend")
     ck = sub.add_parser("check", help="re-judge the cells of a run's --json against the current expectations")
@@ -65,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.cmd == "check":
             return _check(args)
+        if args.cmd == "calibrate":
+            return _calibrate(args)
         if args.cmd == "repro":
             from .repro import write_repro
 
@@ -88,6 +100,7 @@ def _run(args) -> int:
     if args.memory_gb < 0:
         raise SelectionError("--memory-gb must be >= 0 (0: no cap)")
     _check_device(args.device)
+    _check_json_path(args.json)
     cells = select(args.backend, args.arch, args.method, args.gc_mode, args.inputs, args.order, args.tier,
                    shard=args.shard)
     if not cells:
@@ -118,6 +131,57 @@ def _run(args) -> int:
         report.write_json(args.json, results, complete=complete)
     print(report.summary(results))
     return 0 if complete and all(r["matches"] for r in results) else 1
+
+
+def _calibrate(args) -> int:
+    from . import calibration
+    from .cells import AXES, SelectionError, parse_shard, select
+    from .run import Options, Runner, cap_memory
+
+    if args.table_from:
+        try:
+            for path in calibration.write_tables(args.table_from):
+                print(path)
+        except calibration.TableError as exc:
+            raise SelectionError(str(exc)) from None
+        return 0
+    if args.memory_gb < 0:
+        raise SelectionError("--memory-gb must be >= 0 (0: no cap)")
+    _check_json_path(args.json)
+    cells = select(args.backend, args.arch, args.method, args.gc_mode, args.inputs, args.order, "full",
+                   shard=args.shard)
+    if not cells:
+        raise SelectionError("the filters select no cell; see `python -m harness list`")
+    filters = {a: getattr(args, a) for a in AXES if a != "backend" and getattr(args, a)}
+    selection = {"backends": sorted({c.backend for c in cells}), "shard": parse_shard(args.shard),
+                 "filters": filters}
+    cap_memory(args.memory_gb)
+    runner = Runner(Options(timeout=args.timeout))
+    print(f"# {len({c.baseline_key for c in cells})} baselines of {len(cells)} cells", flush=True)
+    records: dict = {}
+    saved = [time.monotonic()]
+
+    def interim():
+        if args.json and time.monotonic() - saved[0] > JSON_EVERY:
+            calibration.write_json(args.json, records, selection, complete=False)
+            saved[0] = time.monotonic()
+
+    t0 = time.perf_counter()
+    complete = False
+    old_term = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        calibration.calibrate(cells, runner, records, (lambda s: None) if args.quiet else
+                              (lambda s: print(s, flush=True)), interim)
+        complete = True
+    except KeyboardInterrupt:
+        print(f"# interrupted after {len(records)} baselines", flush=True)
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
+    if args.json:
+        calibration.write_json(args.json, records, selection, complete=complete)
+    failing = sum(1 for r in records.values() if r["outcome"])
+    print(f"# {len(records)} baselines, {failing} fail or are vacuous; {time.perf_counter() - t0:.0f} s")
+    return 0 if complete else 1
 
 
 JSON_EVERY = 60.0   # seconds between interim writes of --json during a run
@@ -154,6 +218,14 @@ def _check(args) -> int:
             print(report.line(r))
     print(report.summary(cells) + ("" if data.get("complete", True) else " (an incomplete run)"))
     return 0 if all(r["matches"] for r in cells) else 1
+
+
+def _check_json_path(path: str | None) -> None:
+    from .cells import SelectionError
+
+    folder = os.path.dirname(os.path.abspath(path)) if path else None
+    if folder and not os.path.isdir(folder):
+        raise SelectionError(f"--json {path!r}: folder {folder!r} does not exist")
 
 
 def _check_device(device: str) -> None:

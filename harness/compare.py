@@ -98,13 +98,28 @@ def _nonzero_set(t: Trace) -> set[str]:
     return {n for step in t.grads for n, g in step.items() if g is not None and bool((g != 0).any())}
 
 
+def baseline_defect(base: Trace) -> tuple[Outcome, str] | None:
+    """What makes a plain run unusable as a baseline, as (outcome, detail): it raised (`unsupported` when
+    that is the library's documented refusal, else `error`), or it is vacuous (no trainable tensor ever
+    gets a non-zero gradient, so there is nothing to compare). None for a usable baseline."""
+    if not base.ok:
+        return (Outcome.UNSUPPORTED if base.unsupported else Outcome.ERROR), f"baseline {base.error}"
+    exercised = _nonzero_set(base)
+    dead = [n for n in base.trainable if n not in exercised]
+    if dead and len(dead) == len(base.trainable):
+        return Outcome.ERROR, (f"vacuous baseline: none of the {len(dead)} trainable tensors gets a non-zero "
+                               f"gradient in {len(base.losses)} steps")
+    return None
+
+
 def compare(base: Trace, replay: Trace | None, cand: Trace, dtype: str = "float32") -> Verdict:
     def v(outcome, detail, **kw):
         return Verdict(outcome, detail, recomputed_segments=cand.recomputed_segments,
                        saved_bytes={"baseline": base.saved_bytes, "candidate": cand.saved_bytes}, **kw)
 
+    defect = baseline_defect(base)
     if not base.ok:
-        return v(Outcome.UNSUPPORTED if base.unsupported else Outcome.ERROR, f"baseline {base.error}")
+        return v(*defect)
     if not cand.ok:
         if cand.unsupported:
             return v(Outcome.UNSUPPORTED, f"checkpointed {cand.error}")
@@ -162,12 +177,10 @@ def compare(base: Trace, replay: Trace | None, cand: Trace, dtype: str = "float3
                  f"{cand.saved_bytes} bytes saved for backward vs {base.saved_bytes} without",
                  max_abs_diff=worst.abs, tolerance=tol, noise_floor=noise)
 
+    if defect:   # vacuous
+        return v(*defect, max_abs_diff=worst.abs, tolerance=tol, noise_floor=noise)
     exercised = _nonzero_set(base)
     dead = [n for n in base.trainable if n not in exercised]
-    if dead and len(dead) == len(base.trainable):
-        return v(Outcome.ERROR,
-                 f"vacuous baseline: none of the {len(dead)} trainable tensors gets a non-zero gradient in "
-                 f"{len(base.losses)} steps", max_abs_diff=worst.abs, tolerance=tol, noise_floor=noise)
     unexercised = (f"; {len(dead)} of {len(base.trainable)} trainable tensors never get a non-zero gradient, "
                    f"not vouched for (first {dead[0]})") if dead else ""
     return v(Outcome.EQUIVALENT,

@@ -1,7 +1,7 @@
 """`python -m harness list`: what the matrix covers, and why anything is not covered."""
 from __future__ import annotations
 
-from . import backends
+from . import backends, calibration
 from .archs import archs_for, registry_not_in_transformers, zoo_survey
 from .archs.base import INPUTS
 from .cells import SelectionError, _check, _split
@@ -47,6 +47,8 @@ def listing(backend: str | None = None) -> str:
                 out.append(f"  transformers model types not covered ({len(not_covered)}):")
                 for mt, why in sorted(not_covered.items()):
                     out.append(f"    {mt:<30} {why}")
+        if not be.missing:
+            out.extend(calibration.summary(b))
         exp = [e for e in EXPECTATIONS if e.match.get("backend", b) == b]
         out.append(f"  known non-equivalent patterns ({len(exp)}):")
         for e in exp:

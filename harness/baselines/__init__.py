@@ -1,0 +1,1 @@
+"""Generated baseline-calibration tables, one per backend and transformers release (see harness/calibration.py)."""

@@ -1,0 +1,232 @@
+"""Baseline calibration: which plain (not checkpointed) training runs fail on a release, measured.
+
+A cell whose plain run already fails, or is vacuous (no trainable tensor ever gets a gradient), cannot say
+anything about checkpointing: its outcome is `error` (`unsupported` when the failure is the library's own
+refusal of the method). Over the peft x zoo product these are thousands of cells in hundreds of classes
+(each 1/256 shard showed ~20 new ones), so they are not hand-written one by one: `python -m harness
+calibrate` runs only the plain baseline of each (backend, arch, method, inputs, task) once -- one of the
+six training runs its four cells cost -- and `calibrate --table-from RUN.json...` turns such runs (shards
+of one release allowed) into the generated table ``harness/baselines/<backend>_v<transformers>.py``.
+
+The expectations consult that table for the installed versions (transformers and the backend's library
+equal to the calibrated ones): a cell whose baseline is listed there is expected to come out as the plain
+run did, unless a hand-written entry says more (an analysed `error`/`unsupported` reason, or a refusal of
+checkpointing that comes before any baseline). Matching stays strict: a plain run fixed upstream turns its
+cells `equivalent` (or a finding) and the run fails until the table is regenerated. The table says what
+failed, not why: `python -m harness list` prints its classes, and a class that is the harness's own fault
+is to be fixed in the harness, not kept in the table.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import pkgutil
+import pprint
+import re
+import zlib
+from collections import defaultdict
+from functools import lru_cache
+
+from .outcomes import Outcome
+
+TABLE_PACKAGE = "harness.baselines"
+TABLE_DIR = os.path.join(os.path.dirname(__file__), "baselines")
+KEY_FIELDS = ("arch", "method", "inputs", "task")
+LIBRARY = {"peft": "peft", "adapters": "adapters", "full": None}   # backend -> the library it calibrates
+
+
+def table_name(backend: str, transformers_version: str) -> str:
+    return f"{backend}_v" + re.sub(r"[^0-9A-Za-z]+", "_", transformers_version)
+
+
+def _key_in_shards(backend: str, key: tuple, shards) -> bool:
+    """Same split as cells.in_shard (crc32 of the baseline key)."""
+    bk = "-".join((backend, *key))
+    return any(zlib.crc32(bk.encode()) % n == k - 1 for k, n in shards)
+
+
+# ---------------------------------------------------------------------------------------------
+# measuring
+def calibrate(cells, runner, out: dict, report_line=print, after=lambda: None) -> dict:
+    """Run the plain baseline of each distinct baseline key of `cells` once, filling `out` {key: record}
+    as it goes (an interrupted run keeps what finished); `after()` is called after each baseline."""
+    from .compare import baseline_defect
+
+    todo = {}
+    for c in sorted(cells, key=lambda c: (c.baseline_key, c.id)):
+        todo.setdefault(c.baseline_key, c)
+    for i, (key, cell) in enumerate(todo.items()):
+        runner._settle_heap(cell.arch)
+        base = runner._train(cell, None)
+        defect = baseline_defect(base)
+        out[key] = {"backend": cell.backend, **{f: getattr(cell, f) for f in KEY_FIELDS},
+                    "outcome": defect[0].value if defect else None, "detail": defect[1] if defect else "",
+                    "seconds": round(base.seconds, 3)}
+        if defect:
+            report_line(f"[{i + 1}/{len(todo)}] {key}: {defect[0].value}: {defect[1]}")
+        after()
+    return out
+
+
+def write_json(path: str, records: dict, selection: dict, complete: bool) -> None:
+    from .report import versions
+
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump({"versions": versions(), "complete": complete, "selection": selection, "baselines": records},
+                  fh, indent=0)
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------------------------------------
+# the generated table
+class TableError(ValueError):
+    """A calibration JSON that cannot make a table (one line for the user)."""
+
+
+def write_tables(paths: list[str], out_dir: str = TABLE_DIR) -> list[str]:
+    """Merge calibration runs (shards of one release) into one table module per backend."""
+    runs = []
+    for p in paths:
+        try:
+            with open(p) as fh:
+                runs.append(json.load(fh))
+        except (OSError, ValueError) as exc:
+            raise TableError(f"cannot read a calibration JSON from {p!r}: {type(exc).__name__}: {exc}") from None
+    for p, r in zip(paths, runs):
+        if not r.get("complete") or r.get("selection", {}).get("filters"):
+            raise TableError(f"{p}: a table needs complete, unfiltered runs (--shard K/N is fine); this one is "
+                             f"{'incomplete' if not r.get('complete') else 'filtered'}")
+        if r["versions"] != runs[0]["versions"]:
+            raise TableError(f"{p}: made with other versions ({r['versions']}) than {paths[0]}")
+    by_backend: dict[str, dict] = defaultdict(dict)
+    shards: dict[str, set] = defaultdict(set)
+    seconds: dict[str, float] = defaultdict(float)
+    for r in runs:
+        for rec in r["baselines"].values():
+            by_backend[rec["backend"]][tuple(rec[f] for f in KEY_FIELDS)] = rec
+            seconds[rec["backend"]] += rec["seconds"]
+        for b in r["selection"]["backends"]:
+            shards[b].add(tuple(r["selection"]["shard"] or (1, 1)))
+    written = []
+    versions = runs[0]["versions"]
+    for backend, recs in sorted(by_backend.items()):
+        path = os.path.join(out_dir, table_name(backend, versions["transformers"]) + ".py")
+        _write_table(path, backend, recs, sorted(shards[backend]), versions, seconds[backend])
+        written.append(path)
+    return written
+
+
+def _compress(recs: dict) -> list[tuple]:
+    """(outcome, detail, keys): keys as (arch, method, inputs, task), with ('*', '*') for inputs and task when
+    every calibrated baseline of that arch and method fails alike."""
+    per_pair = defaultdict(set)
+    for (arch, method, inputs, task) in recs:
+        per_pair[(arch, method)].add((inputs, task))
+    groups = defaultdict(lambda: defaultdict(set))
+    for key, rec in recs.items():
+        if rec["outcome"]:
+            groups[(rec["outcome"], rec["detail"])][key[:2]].add(key[2:])
+    out = []
+    for (outcome, detail), pairs in sorted(groups.items(), key=lambda kv: (-sum(map(len, kv[1].values())), kv[0])):
+        keys = []
+        for pair, rest in sorted(pairs.items()):
+            keys.extend([(*pair, "*", "*")] if rest == per_pair[pair] else [(*pair, *r) for r in sorted(rest)])
+        out.append((outcome, detail, tuple(keys)))
+    return out
+
+
+def _write_table(path, backend, recs, shards, versions, seconds) -> None:
+    fails = _compress(recs)
+    lib = LIBRARY.get(backend)
+    on = {"transformers": versions["transformers"], "torch": versions["torch"],
+          **({lib: versions.get(lib)} if lib else {}), "shards": [list(s) for s in shards],
+          "baselines": len(recs), "failing": sum(1 for r in recs.values() if r["outcome"]),
+          "seconds": round(seconds)}
+    lines = [f'"""Baseline calibration of backend {backend}: GENERATED by `python -m harness calibrate '
+             f'--table-from ...`; do not edit.',
+             "",
+             "The plain (not checkpointed) runs that fail or are vacuous, as (outcome, detail, baseline keys); a key",
+             "is (arch, method, inputs, task), '*' for every inputs/task calibrated. See harness/calibration.py.",
+             '"""',
+             "# flake8: noqa",
+             f"CALIBRATED_ON = {on!r}",
+             "",
+             "FAILS = ["]
+    for outcome, detail, keys in fails:
+        body = pprint.pformat(keys, width=110, compact=True).replace("\n", "\n     ")
+        lines.append(f"    ({outcome!r}, {detail!r},\n     {body}),")
+    lines.append("]")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# lookup
+@lru_cache(maxsize=None)
+def table(backend: str):
+    """The generated table of `backend` for the installed versions, or None (then nothing is calibrated)."""
+    from .expectations import installed
+
+    tf = installed("transformers")
+    if tf is None:
+        return None
+    name = table_name(backend, tf)
+    if name not in {m.name for m in pkgutil.iter_modules([TABLE_DIR])}:
+        return None
+    mod = importlib.import_module(f"{TABLE_PACKAGE}.{name}")
+    lib = LIBRARY.get(backend)
+    if lib and mod.CALIBRATED_ON.get(lib) != installed(lib):
+        return None
+    return mod
+
+
+@lru_cache(maxsize=None)
+def _index(backend: str) -> tuple[dict, dict]:
+    mod = table(backend)
+    exact, pair = {}, {}
+    if mod is not None:
+        for outcome, detail, keys in mod.FAILS:
+            for k in keys:
+                (pair if k[2:] == ("*", "*") else exact)[k if k[2:] != ("*", "*") else k[:2]] = (outcome, detail)
+    return exact, pair
+
+
+def baseline_failure(cell_fields: dict):
+    """An Expect for a cell whose plain run the installed release's table lists as failing, else None."""
+    from .expectations import Expect
+
+    backend = cell_fields.get("backend")
+    mod = table(backend) if backend else None
+    if mod is None:
+        return None
+    key = tuple(str(cell_fields.get(f)) for f in KEY_FIELDS)
+    if not _key_in_shards(backend, key, mod.CALIBRATED_ON["shards"]):
+        return None
+    exact, pair = _index(backend)
+    hit = exact.get(key) or pair.get(key[:2])
+    if hit is None:
+        return None
+    outcome, detail = hit
+    return Expect({}, Outcome(outcome),
+                  f"the plain run already fails (measured by `harness calibrate` on transformers "
+                  f"{mod.CALIBRATED_ON['transformers']}, not analysed): {detail}",
+                  f"harness/baselines/{mod.__name__.rsplit('.', 1)[-1]}.py")
+
+
+def summary(backend: str) -> list[str]:
+    """Lines for `harness list`: what the table covers and its classes."""
+    mod = table(backend)
+    if mod is None:
+        return [f"  baseline calibration: no table for the installed versions "
+                f"(`python -m harness calibrate --backend {backend} --json R.json`, then --table-from R.json)"]
+    on = mod.CALIBRATED_ON
+    out = [f"  baseline calibration ({mod.__name__}): {on['failing']} of {on['baselines']} plain runs fail, in "
+           f"{len(mod.FAILS)} classes; shards {', '.join(f'{k}/{n}' for k, n in on['shards'])}"]
+    for outcome, detail, keys in mod.FAILS:
+        first = "/".join(k for k in keys[0] if k != "*")
+        out.append(f"    {outcome}: {detail[:150]} ({len(keys)} entr{'y' if len(keys) == 1 else 'ies'}: {first}"
+                   f"{', ...' if len(keys) > 1 else ''})")
+    return out

@@ -1,0 +1,118 @@
+"""Baseline calibration: measured plain-run failures become strict expectations; shards merge; bad input is
+one line; the generated tables name only archs and methods that exist."""
+import importlib.util
+import json
+
+import pytest
+
+from harness import backends, calibration, cli
+from harness.archs import archs_for
+from harness.expectations import Expect, expected
+from harness.outcomes import Outcome
+
+
+def rec(arch, inputs, task, outcome=None, detail=""):
+    return {"backend": "full", "arch": arch, "method": "full", "inputs": inputs, "task": task, "outcome": outcome,
+            "detail": detail, "seconds": 0.1}
+
+
+def fields(arch, inputs, task):
+    return dict(backend="full", arch=arch, method="full", gc_mode="reentrant", inputs=inputs, order="gc_first",
+                task=task, modality="text")
+
+
+RECORDS = [rec("bert", "masked", "seq_cls", "error", "baseline train: E1"),
+           rec("bert", "padded", "seq_cls", "error", "baseline train: E1"),
+           rec("gpt2", "masked", "causal_lm", "unsupported", "baseline attach: E2"),
+           rec("gpt2", "padded", "causal_lm"),
+           rec("roberta", "masked", "seq_cls")]
+
+
+@pytest.fixture
+def make_table(tmp_path, monkeypatch):
+    def make(records, shard=None):
+        path = tmp_path / f"cal{len(list(tmp_path.iterdir()))}.json"
+        sel = {"backends": ["full"], "shard": shard, "filters": {}}
+        calibration.write_json(str(path), {str(i): r for i, r in enumerate(records)}, sel, complete=True)
+        out = tmp_path / "tables"
+        [written] = calibration.write_tables([str(path)], out_dir=str(out))
+        spec = importlib.util.spec_from_file_location("fake_table", written)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        monkeypatch.setattr(calibration, "table", lambda b: mod if b == "full" else None)
+        calibration._index.cache_clear()
+        return mod
+
+    yield make
+    calibration._index.cache_clear()
+
+
+def test_table_compresses_and_the_expectations_follow_it(make_table):
+    mod = make_table(RECORDS)
+    keys = {k: (o, d) for o, d, ks in mod.FAILS for k in ks}
+    assert keys == {("bert", "full", "*", "*"): ("error", "baseline train: E1"),        # every bert baseline fails
+                    ("gpt2", "full", "masked", "causal_lm"): ("unsupported", "baseline attach: E2")}
+    assert mod.CALIBRATED_ON["baselines"] == 5 and mod.CALIBRATED_ON["failing"] == 3
+    outcomes, why = expected(fields("bert", "padded", "seq_cls"))
+    assert outcomes == (Outcome.ERROR,) and "plain run already fails" in why.reason and "E1" in why.reason
+    assert expected(fields("gpt2", "masked", "causal_lm"))[0] == (Outcome.UNSUPPORTED,)
+    assert expected(fields("gpt2", "padded", "causal_lm"))[0] == (Outcome.EQUIVALENT,)
+    assert expected(fields("roberta", "masked", "seq_cls"))[0] == (Outcome.EQUIVALENT,)
+    assert expected(fields("bert", "padded", "seq_cls"), calibrated=False)[0] == (Outcome.EQUIVALENT,)
+
+
+def test_a_failing_plain_run_passes_over_findings_but_not_an_explanation(make_table):
+    make_table(RECORDS)
+    finding = Expect({"arch": "bert"}, Outcome.GC_ERROR, "a checkpointing finding", "https://x")
+    explained = Expect({"arch": "bert"}, Outcome.ERROR, "analysed: why the plain run fails", "https://x")
+    assert expected(fields("bert", "masked", "seq_cls"), [finding])[0] == (Outcome.ERROR,)
+    assert expected(fields("bert", "masked", "seq_cls"), [explained, finding])[1] is explained
+    on_roberta = Expect({"arch": "roberta"}, Outcome.GC_ERROR, "a checkpointing finding", "https://x")
+    assert expected(fields("roberta", "masked", "seq_cls"), [on_roberta])[1] is on_roberta   # plain run fine
+
+
+def test_only_the_calibrated_shards_are_judged_by_the_table(make_table):
+    inside = [(i, t) for i in ("masked", "padded", "unmasked") for t in ("seq_cls", "token_cls", "feature")
+              if calibration._key_in_shards("full", ("bert", "full", i, t), [(1, 2)])]
+    outside = [(i, t) for i in ("masked", "padded", "unmasked") for t in ("seq_cls", "token_cls", "feature")
+               if (i, t) not in inside]
+    assert inside and outside
+    mod = make_table([rec("bert", i, t, "error", "E") for i, t in inside], shard=[1, 2])
+    assert mod.FAILS[0][2] == (("bert", "full", "*", "*"),) and mod.CALIBRATED_ON["shards"] == [[1, 2]]
+    assert expected(fields("bert", *inside[0]))[0] == (Outcome.ERROR,)
+    assert expected(fields("bert", *outside[0]))[0] == (Outcome.EQUIVALENT,)   # not measured: no claim
+
+
+def test_tables_come_only_from_complete_unfiltered_runs(tmp_path, capsys):
+    for name, complete, filters, needle in (("part.json", False, {}, "incomplete"),
+                                            ("filtered.json", True, {"arch": "bert"}, "filtered")):
+        path = tmp_path / name
+        calibration.write_json(str(path), {}, {"backends": ["full"], "shard": None, "filters": filters}, complete)
+        assert cli.main(["calibrate", "--table-from", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert needle in err and err.count("\n") == 1, err
+    assert cli.main(["calibrate", "--table-from", str(tmp_path / "nope.json")]) == 2
+    assert "cannot read a calibration JSON" in capsys.readouterr().err
+    assert cli.main(["calibrate", "--backend", "full", "--json", str(tmp_path / "no" / "x.json")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_calibrate_runs_each_baseline_once_and_records_the_selection(tmp_path, capsys):
+    out = tmp_path / "c.json"
+    assert cli.main(["calibrate", "--backend", "full", "--arch", "bert", "--inputs", "masked", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["complete"] and data["selection"]["filters"] == {"arch": "bert", "inputs": "masked"}
+    recs = list(data["baselines"].values())
+    assert sorted(r["task"] for r in recs) == sorted(archs_for("full")["bert"].tasks)   # one per baseline key
+    assert all(r["outcome"] is None and r["seconds"] > 0 for r in recs)
+    assert f"# {len(recs)} baselines, 0 fail" in capsys.readouterr().out
+
+
+def test_generated_tables_name_existing_archs_and_methods():
+    for b in [b for b in backends.BACKEND_NAMES if not backends.get(b).missing]:
+        mod = calibration.table(b)
+        if mod is None:
+            continue
+        archs, methods = archs_for(b), backends.get(b).methods
+        stale = {k[:2] for _, _, keys in mod.FAILS for k in keys if k[0] not in archs or k[1] not in methods}
+        assert not stale, f"{mod.__name__} names archs/methods the registry no longer has: {sorted(stale)[:5]}"
