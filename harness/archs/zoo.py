@@ -78,6 +78,10 @@ EXTRA_SHRINK: dict[str, Any] = {
     # its projector width in two halves: even)
     "attention_window": 8, "local_radius": 4, "linear_key_head_dim": 8, "linear_value_head_dim": 8,
     "alignment_intermediate_size": 32, "projection_intermediate_dim": 37, "latent_query_num": 8,
+    # sliding-window attention layers with their own heads and relative-position extent (inkling: 64 heads of 128
+    # left an 8192-wide projection in the "tiny" model, 7.3 GB of activations for HRA)
+    "swa_num_attention_heads": 4, "swa_num_key_value_heads": 2, "swa_head_dim": 8, "sliding_window_size": 8,
+    "rel_extent": 16,
 }
 # keys a default config leaves None although the model needs a value
 FILL_NONE: dict[str, Any] = {"head_dim": 8, "num_key_value_heads": 2, "num_experts_per_tok": 2, "n_group": 1,
