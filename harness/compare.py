@@ -150,15 +150,22 @@ def compare(base: Trace, replay: Trace | None, cand: Trace, dtype: str = "float3
         return v(Outcome.MISSING_GRAD, f"trainable parameter sets differ ({len(extra)}): first {extra[0]}",
                  tolerance=tol)
 
-    # missing_grad: None vs tensor, zero vs non-zero, per step and parameter
+    # missing_grad: zero vs non-zero, and None (cut from the graph) vs a tensor, per step and parameter. A zero
+    # gradient in the baseline is still a gradient: a parameter whose upstream is all zero at random init (e.g.
+    # Gemma3's zero-initialised projector in front of its vision tower) shows that it was cut off only this way
+    # (and an optimiser with weight decay treats None and zero differently). Not for a vacuous baseline: error.
+    def differs(g, h) -> bool:
+        return _has(g) != _has(h) or (usable and (g is None) != (h is None))
+
+    usable = baseline_defect(base) is None
     for step, (gb, gc) in enumerate(zip(base.grads, cand.grads)):
         for name in base.trainable:
             g, h = gb.get(name), gc.get(name)
             g_nz, h_nz = _has(g), _has(h)
-            if g_nz != h_nz:
-                n_missing = sum(1 for n in base.trainable if _has(gb.get(n)) != _has(gc.get(n)))
+            if differs(g, h):
+                n_missing = sum(1 for n in base.trainable if differs(gb.get(n), gc.get(n)))
                 got = "no gradient (None)" if h is None else ("a zero gradient" if not h_nz else "a gradient")
-                want = "a gradient" if g_nz else "none"
+                want = "a gradient" if g_nz else ("a zero gradient" if g is not None else "none")
                 hint = f"; warning: {cand.warnings[0]}" if cand.warnings else ""
                 return v(Outcome.MISSING_GRAD,
                          f"step {step}: {name} gets {got} with checkpointing, baseline {want} "

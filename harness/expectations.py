@@ -76,6 +76,11 @@ NO_INPUT_EMBEDDINGS = ("altclip", "canine", "chinese_clip", "clip", "clipseg", "
                        "sew-d", "siglip", "unispeech", "unispeech-sat", "wav2vec2", "wav2vec2-bert", "wavlm",
                        "informer", "mobilevit", "pvt_v2", "swiftformer", "time_series_transformer",
                        "wav2vec2-conformer")
+# on transformers 5, enable_input_require_grads hooks the input embeddings of every PreTrainedModel inside the model:
+# CLIP-like models whose towers are such models lose nothing (LoRA, reentrant, both orders, 5.24.0); VITS keeps its
+# embeddings in a plain module and loses
+NO_INPUT_EMBEDDINGS_5 = tuple(a for a in NO_INPUT_EMBEDDINGS if a not in (
+    "altclip", "chinese_clip", "clip", "clipseg", "metaclip_2", "siglip")) + ("vits",)
 # models whose input-embedding module returns a tuple (patch embeddings with their spatial shape)
 TUPLE_EMBEDDINGS = ("beit", "data2vec-vision", "donut-swin", "focalnet", "hiera", "internvl_vision",
                     "maskformer-swin", "swin", "swinv2", "timesformer")
@@ -85,7 +90,16 @@ TUPLE_EMBEDDINGS_5 = ("data2vec-vision", "donut-swin", "focalnet", "hiera", "mas
 FUSED_EXPERTS_5 = ("afmoe", "beam", "ernie4_5_moe", "exaone_moe", "glm4_moe", "qwen3_next", "solar_open")
 # models whose get_input_embeddings() is not the module their forward calls (probed on 4.57.6 by hooking it)
 EMBEDDINGS_NOT_CALLED = ("bart", "bigbird_pegasus", "longt5", "m2m_100", "mbart", "nllb-moe", "plbart",
-                         "switch_transformers")
+                         "switch_transformers", "seamless_m4t")
+# speech models whose conv feature encoder sets `hidden_states.requires_grad = True` itself when training ("make sure
+# hidden_states require grad for gradient_checkpointing"; a Python flag peft's freezing does not clear), and the
+# speech-encoder-decoder built on wav2vec2 (probed on 4.57.6: the flag set to False brings the loss of gradients back)
+FEATURE_ENCODER_GRAD = ("data2vec-audio", "hubert", "sew", "sew-d", "speecht5", "unispeech", "unispeech-sat",
+                        "wav2vec2", "wav2vec2-conformer", "wavlm", "speech-encoder-decoder")
+# models with a linear layer between the embeddings / features and the first checkpointed layer that the harness's
+# arch-generic targets adapt (RemBERT's embedding_hidden_mapping_in, W2V-BERT's feature_projection; probed: left out
+# of the targets, the loss of gradients comes back)
+FRONT_PROJECTION = ("rembert", "wav2vec2-bert")
 # text models with a normalisation layer (with parameters) in front of the first checkpointed layer (probed on
 # 4.57.6 with forward pre-hooks: BERT's embeddings.LayerNorm, BART's layernorm_embedding, BLOOM's
 # word_embeddings_layernorm, ...)
@@ -106,6 +120,9 @@ PEFT_WEIGHT_METHODS = (
     "vblora", "unilora", "randlora", "shira", "c3a", "road", "delora", "gralora", "hira", "miss", "adamss",
     "lily", "frod", "glora", "tinylora", "psoft", "peanut", "deft", "supertuning", "osf", "poly", "xlora",
     "oft", "boft", "hra", "ia3", "beft", "adaption_prompt")
+# the weight methods whose gradients come back when a layer input requires grad (not Poly / X-LoRA, which lose
+# theirs through hooks, nor adaption prompt)
+PEFT_INPUT_GRAD_METHODS = tuple(m for m in PEFT_WEIGHT_METHODS if m not in ("poly", "xlora", "adaption_prompt"))
 PEFT_LINEAR_ONLY = ("beft", "boft", "c3a", "delora", "hra", "miss", "oft", "poly", "shira", "supertuning",
                     "loha", "lokr", "glora", "psoft", "road", "lily", "peanut")
 
@@ -292,10 +309,18 @@ EXPECTATIONS: list[Expect] = [
            "layer-normed relative embeddings, Whisper's positions) has its graph freed by the first reentrant "
            "backward: 'Trying to backward through the graph a second time' when it is trained",
            "https://pytorch.org/docs/stable/checkpoint.html", {"transformers": ">=4.57,<5"}),
+    Expect({"arch": ("gpt_bigcode", "swiftformer")}, Outcome.NOT_CHECKPOINTED,
+           "gradient_checkpointing_enable is accepted but no layer is recomputed: the flag is not wired into "
+           "the forward", f"{TF_SRC}/models", {"transformers": ">=4.57,<5"}),
     Expect({**P, "arch": BATCHNORM + BATCHNORM_5, "method": PEFT_WEIGHT_METHODS, "gc_mode": "reentrant",
             "order": "adapter_first"}, (Outcome.MISSING_GRAD, Outcome.GC_ERROR, Outcome.MISMATCH),
            "the reentrant adapter_first loss of gradients (below) on a model whose BatchNorm statistics also differ",
            f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.14"}),
+    Expect({**P, "arch": tuple(a for a in BATCHNORM + BATCHNORM_5 if a in NO_INPUT_EMBEDDINGS_5),
+            "method": PEFT_WEIGHT_METHODS, "gc_mode": "reentrant"}, (Outcome.MISSING_GRAD, Outcome.GC_ERROR, Outcome.MISMATCH),
+           "transformers 5's loss of gradients in either order for models without input embeddings (below) on a model "
+           "whose BatchNorm statistics also differ", "https://github.com/huggingface/transformers/pull/42558",
+           {"peft": ">=0.14", "transformers": ">=5"}),
     Expect({"arch": BATCHNORM}, Outcome.MISMATCH,
            "BatchNorm inside a checkpointed layer updates its running statistics again during the recompute "
            "(running_mean/var and num_batches_tracked differ in the final state)",
@@ -311,9 +336,6 @@ EXPECTATIONS: list[Expect] = [
            "the model's checkpointed path raises (glm4v: 3-D rope position ids expanded as 2-D; imagegpt: "
            "a None added in the checkpointed branch; recurrent_gemma: recompute sees other tensor metadata)",
            f"{TF_SRC}/models", {"transformers": ">=4.57,<5"}),
-    Expect({"arch": ("gpt_bigcode", "swiftformer")}, Outcome.NOT_CHECKPOINTED,
-           "gradient_checkpointing_enable is accepted but no layer is recomputed: the flag is not wired into "
-           "the forward", f"{TF_SRC}/models", {"transformers": ">=4.57,<5"}),
     Expect({**P, "method": "ln_tuning", "arch": NORM_BEFORE_LAYERS, "gc_mode": "reentrant"}, Outcome.EQUIVALENT,
            "LN tuning adapts the normalisation in front of the first checkpointed layer; its grad-requiring output "
            "is the layers' input, so reentrant checkpointing works whatever enable_input_require_grads did",
@@ -324,7 +346,24 @@ EXPECTATIONS: list[Expect] = [
            "own embed_tokens sharing the weight), so enable_input_require_grads' hook never fires: with reentrant "
            "checkpointing no layer input requires grad, in either order (fixed in transformers 5)",
            "https://github.com/huggingface/transformers/pull/41821", {"peft": ">=0.14", "transformers": "<5"}),
-    Expect({**P, "arch": NO_INPUT_EMBEDDINGS, "method": PEFT_WEIGHT_METHODS + ("ln_tuning",), "gc_mode": "reentrant"},
+    Expect({**P, "arch": FEATURE_ENCODER_GRAD, "method": PEFT_INPUT_GRAD_METHODS, "gc_mode": "reentrant"},
+           Outcome.EQUIVALENT,
+           "the conv feature encoder of these speech models sets hidden_states.requires_grad = True itself while its "
+           "_requires_grad flag is set (peft freezes the weights, not the flag): the checkpointed layers see a "
+           "grad-requiring input whatever enable_input_require_grads did (probed: with the flag off they lose it)",
+           f"{TF_SRC}/models/wav2vec2/modeling_wav2vec2.py", {"peft": ">=0.14"}),
+    Expect({**P, "arch": FRONT_PROJECTION, "method": PEFT_INPUT_GRAD_METHODS + ("ln_tuning",), "gc_mode": "reentrant"},
+           Outcome.EQUIVALENT,
+           "the arch-generic targets adapt the projection between the embeddings / features and the first "
+           "checkpointed layer; its grad-requiring output is the layers' input, so reentrant checkpointing works "
+           "(probed: with that projection left out of the targets the gradients are lost)",
+           f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.14"}),
+    Expect({**P, "arch": "time_series_transformer", "method": ("lora", "dora", "rslora", "lora_mts"),
+            "gc_mode": "reentrant"}, Outcome.EQUIVALENT,
+           "seen equivalent with LoRA on 4.57.6 (adapter_first) and 5.24.0 (both orders) where HRA loses the "
+           "gradients: LoRA's targets take in a projection in front of the layers, as above; not probed further",
+           f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.14"}),
+    Expect({**P, "arch": NO_INPUT_EMBEDDINGS_5, "method": PEFT_WEIGHT_METHODS + ("ln_tuning",), "gc_mode": "reentrant"},
            (Outcome.MISSING_GRAD, Outcome.GC_ERROR),
            "transformers 5 tolerates models without get_input_embeddings in enable_input_require_grads (a warning, no "
            "hook): with reentrant checkpointing the adapters inside the layers then get no gradient, in either order",
@@ -335,11 +374,6 @@ EXPECTATIONS: list[Expect] = [
            "inside the reentrant-checkpointed vision tower get no gradient (a parameter shared with the text side, "
            "e.g. UniLoRA's, gets only part of it: mismatch)", f"{TF_SRC}/modeling_utils.py#L2856",
            {"peft": ">=0.14", "transformers": "<5"}),
-    Expect({**P, "arch": "data2vec-audio", "method": ("boft", "hra", "peanut", "pvera", "tinylora"),
-            "gc_mode": "reentrant", "order": "adapter_first"}, Outcome.EQUIVALENT,
-           "the arch-generic targets of these methods include the feature projection in front of the layers, whose "
-           "output then requires grad: reentrant checkpointing sees a grad-requiring input and works",
-           f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.14", "transformers": "<5"}),
     Expect({**P, "method": PEFT_WEIGHT_METHODS, "gc_mode": "reentrant", "order": "adapter_first"},
            (Outcome.MISSING_GRAD, Outcome.GC_ERROR, Outcome.MISMATCH),
            "peft calls enable_input_require_grads only when the model already checkpoints at get_peft_model; "

@@ -56,6 +56,11 @@ def test_missing_grad_none_and_zero():
     assert v.outcome is Outcome.MISSING_GRAD and "step 1: w gets no gradient (None)" in v.detail
     v = compare(base(), base(), make(grads={"w": torch.zeros(3, dtype=torch.float64)}))
     assert v.outcome is Outcome.MISSING_GRAD and "a zero gradient" in v.detail
+    # a parameter whose baseline gradient is zero (its upstream is zero at init) but which checkpointing cuts
+    # from the graph (None): still missing_grad
+    zero_w = {"w": torch.zeros(3, dtype=torch.float64)}
+    v = compare(make(grads=zero_w), make(grads=zero_w), make(grads={"w": None}))
+    assert v.outcome is Outcome.MISSING_GRAD and "w gets no gradient (None) with checkpointing, baseline a zero" in v.detail
 
 
 def test_gc_error_and_error_and_unsupported():

@@ -697,8 +697,10 @@ def loss_of(task: str, output) -> torch.Tensor:
     if loss is not None or task != "feature":
         return base.loss_of(task, output)
     values = output.values() if hasattr(output, "values") else output
-    parts = [v.float().pow(2).mean() for v in values
-             if isinstance(v, torch.Tensor) and v.is_floating_point() and v.requires_grad]
+    floats = [v for v in values if isinstance(v, torch.Tensor) and v.is_floating_point()]
+    # the outputs that carry gradient; if none does (e.g. checkpointing cut the graph), all of them, so that
+    # backward says so ("does not require grad") instead of the loss failing on a field the output lacks
+    parts = [v.float().pow(2).mean() for v in floats if v.requires_grad] or [v.float().pow(2).mean() for v in floats]
     if not parts:
         return base.loss_of(task, output)
     return torch.stack(parts).sum()
