@@ -281,6 +281,13 @@ EXPECTATIONS: list[Expect] = [
            "shorter decoder sequence with them (index out of bounds), with or without checkpointing",
            f"{ADAPTERS_SRC}/methods/reft.py", {"adapters": ">=1.2"}),
     # ---- checkpointing findings (real bugs) ----------------------------------------------------
+    Expect({"arch": "wavlm", "gc_mode": "reentrant"}, Outcome.GC_ERROR,
+           "WavLM hands position_bias to the next layer by keyword; GradientCheckpointingLayer binds keywords into a "
+           "partial, so it is no input of the reentrant checkpoint, and the second layer returns it unchanged: its "
+           "grad_fn becomes that checkpoint's own node and every recompute's backward re-enters it (without end: "
+           "threads and memory run out after ~2 min; the harness's runaway guard stops it). Probed on 4.57.6 and 5.24.0 "
+           "without peft or the harness; passing position_bias positionally fixes it",
+           f"{TF_SRC}/modeling_layers.py", {"transformers": ">=4.54"}),
     Expect({**P, "arch": NO_INPUT_EMBEDDINGS, "order": "gc_first"}, Outcome.GC_ERROR,
            "get_peft_model on a checkpointing model calls enable_input_require_grads, which raises "
            "NotImplementedError for models without get_input_embeddings: peft cannot be attached (transformers "

@@ -59,8 +59,19 @@ def _raise_timeout(signum, frame):
     raise CellTimeout("cell exceeded its time limit")
 
 
+class RunawayRecompute(RuntimeError):
+    """A backward re-ran far more module calls than the forward made: checkpointing recomputes in a loop."""
+
+
+RUNAWAY_FACTOR = 4   # a checkpointed backward re-runs each module of the forward about once (nested: a few times)
+
+
 class Probe:
-    """Counts module calls re-run during backward, and bytes saved for backward during forward."""
+    """Counts module calls re-run during backward, and bytes saved for backward during forward.
+
+    Also a guard: a backward that re-runs more than RUNAWAY_FACTOR times the module calls of its forward is
+    stopped with RunawayRecompute (WavLM under reentrant checkpointing recomputes a layer without end until
+    threads or memory run out, ~2 min; the guard says so in well under a second)."""
 
     def __init__(self):
         self.in_backward = False
@@ -69,13 +80,22 @@ class Probe:
         self.modules = 0
         self.saved = 0
         self._handles = []
+        self._forward_calls = 0
+        self._backward_calls = 0
 
     def _pre(self, module, args):
-        if self.in_backward:
-            if self.depth == 0:
-                self.segments += 1
-            self.modules += 1
-            self.depth += 1
+        if not self.in_backward:
+            self._forward_calls += 1
+            return
+        if self.depth == 0:
+            self.segments += 1
+        self.modules += 1
+        self.depth += 1
+        self._backward_calls += 1
+        if self._backward_calls > RUNAWAY_FACTOR * self._forward_calls + 100:
+            raise RunawayRecompute(
+                f"runaway recomputation: {self._backward_calls} module calls re-run in one backward for "
+                f"{self._forward_calls} in its forward (last {type(module).__name__})")
 
     def _post(self, module, args, output):
         if self.in_backward and self.depth > 0:
@@ -100,11 +120,12 @@ class Probe:
 
     @contextlib.contextmanager
     def backward(self):
-        self.in_backward, self.depth = True, 0
+        self.in_backward, self.depth, self._backward_calls = True, 0, 0
         try:
             yield
         finally:
             self.in_backward = False
+            self._forward_calls = 0   # the next step's forward counts afresh
 
 
 def _snapshot(t: torch.Tensor) -> torch.Tensor:

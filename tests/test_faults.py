@@ -134,3 +134,18 @@ def test_small_real_difference_survives_the_float64_rerun(monkeypatch):
     r = run()
     assert r["outcome"] == "mismatch", r["detail"]
     assert "float64 rerun: mismatch" in r["detail"]
+
+
+def test_recompute_in_a_loop_is_stopped_as_gc_error(monkeypatch):
+    """A checkpoint whose backward re-runs its layer over and over (WavLM's real bug recurses without end) is
+    stopped by the runaway guard, fast, as gc_error."""
+    def looping(fn, *a, **kw):
+        def again(*x, **k):   # reentrant: the forward runs under no_grad, the recompute under grad
+            return fn(*x, **k) if not torch.is_grad_enabled() else [fn(*x, **k) for _ in range(50)][-1]
+        return real_checkpoint(again, *a, **kw)
+
+    monkeypatch.setattr(mu, "checkpoint", looping)
+    t0 = time.monotonic()
+    r = run(gc_mode="reentrant")
+    assert r["outcome"] == "gc_error" and "runaway recomputation" in r["detail"], r["detail"]
+    assert time.monotonic() - t0 < 20
