@@ -84,9 +84,9 @@ def script(cell_id: str, options: run.Options | None = None, with_outcome: bool 
         r = run.Runner(o).run_cell(cell)
         header = f"harness outcome at generation: {r['outcome']} (expected {r['expected']}): {r['detail']}"
     from_harness = "\n\n".join(_strip_imports(inspect.getsource(m)) for m in (outcomes, trace, compare))
-    loop = "\n\n".join(_strip_imports(inspect.getsource(obj)) for obj in (
-        run.CellTimeout, run.time_limit, run._raise_timeout, run.Probe, run._snapshot, run._one_line,
-        run.train_recipe))
+    loop = f"RUNAWAY_FACTOR = {run.RUNAWAY_FACTOR}\n\n\n" + "\n\n".join(_strip_imports(inspect.getsource(obj)) for obj in (
+        run.CellTimeout, run.time_limit, run._raise_timeout, run.RunawayRecompute, run.Probe, run._snapshot,
+        run._one_line, run.train_recipe))
     return TEMPLATE.format(
         cell_id=cell.id, versions=versions(), header=textwrap.fill(header, 96, subsequent_indent="    "),
         arch=cell.arch, task=cell.task, method=cell.method, backend=cell.backend,
