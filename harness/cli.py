@@ -44,6 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     cal.add_argument("--json", metavar="PATH", help="write the records here (every 60 s, and at the end)")
     cal.add_argument("--table-from", nargs="+", metavar="JSON",
                      help="do not run: merge these complete, unfiltered calibration runs into harness/baselines/")
+    cal.add_argument("--resume", action="store_true", help="keep the records already in --json (same selection and "
+                                                          "versions) and run only the rest")
     cal.add_argument("-q", "--quiet", action="store_true", help="print only the summary")
     ls = sub.add_parser("list", help="archs, methods and axes, with why anything is not covered")
     ls.add_argument("--backend")
@@ -159,6 +161,10 @@ def _calibrate(args) -> int:
     runner = Runner(Options(timeout=args.timeout))
     print(f"# {len({c.baseline_key for c in cells})} baselines of {len(cells)} cells", flush=True)
     records: dict = {}
+    if args.resume:
+        records = _resume(args.json, selection)
+        cells = [c for c in cells if c.baseline_key not in records]
+        print(f"# resuming: {len(records)} baselines kept", flush=True)
     saved = [time.monotonic()]
 
     def interim():
@@ -182,6 +188,21 @@ def _calibrate(args) -> int:
     failing = sum(1 for r in records.values() if r["outcome"])
     print(f"# {len(records)} baselines, {failing} fail or are vacuous; {time.perf_counter() - t0:.0f} s")
     return 0 if complete else 1
+
+
+def _resume(path: str | None, selection: dict) -> dict:
+    import json
+
+    from . import report
+    from .cells import SelectionError
+
+    if not path or not os.path.exists(path):
+        raise SelectionError("--resume needs --json naming an existing calibration JSON")
+    with open(path) as fh:
+        data = json.load(fh)
+    if data.get("versions") != report.versions() or data.get("selection") != json.loads(json.dumps(selection)):
+        raise SelectionError(f"--resume: {path} was made with other versions or another selection")
+    return data["baselines"]
 
 
 JSON_EVERY = 60.0   # seconds between interim writes of --json during a run

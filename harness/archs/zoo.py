@@ -82,6 +82,14 @@ EXTRA_SHRINK: dict[str, Any] = {
     # left an 8192-wide projection in the "tiny" model, 7.3 GB of activations for HRA)
     "swa_num_attention_heads": 4, "swa_num_key_value_heads": 2, "swa_head_dim": 8, "sliding_window_size": 8,
     "rel_extent": 16,
+    # speech + text-to-unit + vocoder composites (SeamlessM4T): the sub-models' own depths, widths and vocabularies
+    # (left alone, the "tiny" model had 43 M parameters and FRoD's attach ran for >10 min on its vocoder)
+    "speech_encoder_layers": 2, "speech_encoder_attention_heads": 4, "speech_encoder_intermediate_size": 37,
+    "t2u_encoder_layers": 2, "t2u_decoder_layers": 2, "t2u_encoder_attention_heads": 4,
+    "t2u_decoder_attention_heads": 4, "t2u_encoder_ffn_dim": 37, "t2u_decoder_ffn_dim": 37, "t2u_vocab_size": 256,
+    "t2u_max_position_embeddings": 64, "t2u_variance_predictor_hidden_dim": 32, "char_vocab_size": 256,
+    "unit_hifi_gan_vocab_size": 64, "unit_embed_dim": 32, "lang_embed_dim": 16, "spkr_embed_dim": 16,
+    "vocoder_num_spkrs": 4,
 }
 # keys a default config leaves None although the model needs a value
 FILL_NONE: dict[str, Any] = {"head_dim": 8, "num_key_value_heads": 2, "num_experts_per_tok": 2, "n_group": 1,
@@ -1010,13 +1018,18 @@ def survey_main(argv: list[str] | None = None) -> int:
     ap.add_argument("--survey", action="store_true", help="build and train every model_type; write the table")
     ap.add_argument("--only", help="comma-separated model types (merged into the survey json, else into the "
                                    "installed version's table)")
-    ap.add_argument("--json", default="/tmp/zoo/survey.json", help="survey results (resumable)")
+    ap.add_argument("--json", help="survey results (resumable; default /tmp/zoo/survey-<installed transformers>.json, "
+                                   "so that --only never merges results of another release)")
     ap.add_argument("--table", help="table to write (default: zoo_data_v<installed transformers>.py here)")
     ap.add_argument("--timeout", type=float, default=120.0, help="per training run, seconds")
     ap.add_argument("--no-table", action="store_true")
     ap.add_argument("--resume", action="store_true", help="skip model types already in --json")
     ap.add_argument("--memory-gb", type=float, default=8.0, help="address-space cap of the survey process")
     args = ap.parse_args(argv)
+    if args.json is None:
+        import transformers
+
+        args.json = f"/tmp/zoo/survey-{transformers.__version__}.json"
     if not args.survey:
         covered, missing = discover()
         for name, spec in sorted(covered.items()):
