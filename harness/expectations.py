@@ -100,6 +100,9 @@ FEATURE_ENCODER_GRAD = ("data2vec-audio", "hubert", "sew", "sew-d", "speecht5", 
 # arch-generic targets adapt (RemBERT's embedding_hidden_mapping_in, W2V-BERT's feature_projection; probed: left out
 # of the targets, the loss of gradients comes back)
 FRONT_PROJECTION = ("rembert", "wav2vec2-bert")
+# models whose encoder calls its GradientCheckpointingLayers with hidden_states=... (a keyword): no tensor input reaches
+# the reentrant checkpoint (probed on 4.57.6 with full fine-tuning; cases/keyword_hidden_states_reentrant.py)
+KEYWORD_HIDDEN_STATES = ("altclip", "chinese_clip", "layoutlm", "mlcd", "splinter")
 # encoder-decoders whose get_input_embeddings() is the decoder's token embedding while the encoder takes audio / pixels
 # (seen on 4.57.6: the encoder's adapters get no gradient under reentrant checkpointing in the gc_first order too)
 ENCODER_NOT_HOOKED = ("whisper", "vision-encoder-decoder")
@@ -279,6 +282,12 @@ EXPECTATIONS: list[Expect] = [
            "shorter decoder sequence with them (index out of bounds), with or without checkpointing",
            f"{ADAPTERS_SRC}/methods/reft.py", {"adapters": ">=1.2"}),
     # ---- checkpointing findings (real bugs) ----------------------------------------------------
+    Expect({"arch": KEYWORD_HIDDEN_STATES, "gc_mode": "reentrant"}, (Outcome.MISSING_GRAD, Outcome.GC_ERROR),
+           "the encoder passes hidden_states to each layer by keyword; GradientCheckpointingLayer binds keywords into a "
+           "partial, so the reentrant checkpoint gets no tensor input, runs the layer under no_grad and cuts everything "
+           "in front of it from the graph (full fine-tuning: the embeddings get no gradient; gc_error when nothing "
+           "else trains). Fixed in transformers 5.24.0 (equivalent there, except MLCD below)",
+           f"{TF_SRC}/models/layoutlm/modeling_layoutlm.py", {"transformers": ">=4.57,<5"}),
     Expect({"arch": ("deepseek_v2", "deepseek_v3"), "inputs": "unmasked"}, Outcome.GC_ERROR,
            "with no attention mask passed, the checkpointed forward of DeepSeek-V2/V3 fails ('The size of tensor a (4) "
            "must match the size of tensor b (8)') where the plain one trains: full fine-tuning too, every gc mode and "
@@ -322,6 +331,11 @@ EXPECTATIONS: list[Expect] = [
     Expect({"arch": ("gpt_bigcode", "swiftformer")}, Outcome.NOT_CHECKPOINTED,
            "gradient_checkpointing_enable is accepted but no layer is recomputed: the flag is not wired into "
            "the forward", f"{TF_SRC}/models", {"transformers": ">=4.57,<5"}),
+    Expect({"backend": "full", "arch": "mlcd", "gc_mode": "reentrant"}, Outcome.GC_ERROR,
+           "'Trying to backward through the graph a second time' when MLCD is fully fine-tuned under reentrant "
+           "checkpointing (a grad-requiring tensor reused by several reentrant checkpoints; which: not analysed)",
+           "https://github.com/huggingface/transformers/blob/main/src/transformers/models/mlcd/modeling_mlcd.py",
+           {"transformers": ">=5"}),
     Expect({**P, "arch": BATCHNORM + BATCHNORM_5, "method": PEFT_WEIGHT_METHODS, "gc_mode": "reentrant",
             "order": "adapter_first"}, (Outcome.MISSING_GRAD, Outcome.GC_ERROR, Outcome.MISMATCH),
            "the reentrant adapter_first loss of gradients (below) on a model whose BatchNorm statistics also differ",
@@ -414,9 +428,6 @@ EXPECTATIONS: list[Expect] = [
            "as for the weight methods: no adapted norm in front of the layers feeds them a grad-requiring input "
            "(models with one are listed above as equivalent)", f"{PEFT_SRC}/peft_model.py",
            {"peft": ">=0.14", "transformers": "<5"}),
-    Expect({**P, "arch": "doge", "method": "ln_tuning", "inputs": "unmasked"}, Outcome.MISMATCH,
-           "the loss differs already at step 0 with checkpointing on; seen with no attention mask passed, cause "
-           "not analysed", f"{TF_SRC}/models/doge/modeling_doge.py", {"peft": ">=0.18", "transformers": "<5"}),
     Expect({**P, "method": ("poly", "xlora", "adaption_prompt")}, Outcome.ERROR,
            "peft 0.14 cannot train these on transformers 4.48 even without checkpointing (poly: 'batch1 must be "
            "a 3D tensor'; xlora: ModulesToSaveWrapper.forward() missing x; adaption prompt: LlamaAttention has "
@@ -452,6 +463,10 @@ EXPECTATIONS: list[Expect] = [
            "ReFT keeps its position indices in the shared ForwardContext; the decoder overwrites them and "
            "the encoder layers recomputed in backward intervene at the decoder's positions",
            f"{ADAPTERS_SRC}/methods/reft.py", {"adapters": ">=1.2"}),
+    # last: the model's own difference shows where no method-specific outcome comes first
+    Expect({"arch": "doge", "inputs": "unmasked"}, Outcome.MISMATCH,
+           "the loss differs already at step 0 with checkpointing on, full fine-tuning too; seen with no attention "
+           "mask passed, cause not analysed", f"{TF_SRC}/models/doge/modeling_doge.py", {"transformers": ">=4.57,<5"}),
 ]
 
 
