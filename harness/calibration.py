@@ -195,25 +195,27 @@ def _index(backend: str) -> tuple[dict, dict]:
 
 
 def baseline_failure(cell_fields: dict):
-    """An Expect for a cell whose plain run the installed release's table lists as failing, else None."""
+    """(an Expect, the stage it failed in: build | attach | train) for a cell whose plain run the installed
+    release's table lists as failing, else (None, None)."""
     from .expectations import Expect
 
     backend = cell_fields.get("backend")
     mod = table(backend) if backend else None
     if mod is None:
-        return None
+        return None, None
     key = tuple(str(cell_fields.get(f)) for f in KEY_FIELDS)
     if not _key_in_shards(backend, key, mod.CALIBRATED_ON["shards"]):
-        return None
+        return None, None
     exact, pair = _index(backend)
     hit = exact.get(key) or pair.get(key[:2])
     if hit is None:
-        return None
+        return None, None
     outcome, detail = hit
+    m = re.match(r"baseline (\w+):", detail)      # "baseline attach: ValueError: ..."; vacuous: trained
     return Expect({}, Outcome(outcome),
                   f"the plain run already fails (measured by `harness calibrate` on transformers "
                   f"{mod.CALIBRATED_ON['transformers']}, not analysed): {detail}",
-                  f"harness/baselines/{mod.__name__.rsplit('.', 1)[-1]}.py")
+                  f"harness/baselines/{mod.__name__.rsplit('.', 1)[-1]}.py"), (m.group(1) if m else "train")
 
 
 def summary(backend: str) -> list[str]:

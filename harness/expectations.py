@@ -28,6 +28,8 @@ class Expect:
     reason: str                                 # longer requires grad -> gc_error, else missing_grad)
     link: str = ""
     versions: dict = field(default_factory=dict)   # package -> specifier, e.g. {"adapters": ">=1.0"}
+    refuses_checkpointing: bool = False   # the library's refusal in gradient_checkpointing_enable itself: it comes
+                                          # before any plain run is needed (see expected())
 
     @property
     def outcomes(self) -> tuple[Outcome, ...]:
@@ -159,12 +161,12 @@ EXPECTATIONS: list[Expect] = [
     # ---- the libraries refuse checkpointing, with their own documented error -------------------
     Expect({"arch": "albert"}, Outcome.UNSUPPORTED,
            "AlbertPreTrainedModel.supports_gradient_checkpointing is False: transformers refuses",
-           f"{TF_SRC}/models/albert/modeling_albert.py", {"transformers": ">=4.35"}),
+           f"{TF_SRC}/models/albert/modeling_albert.py", {"transformers": ">=4.35"}, refuses_checkpointing=True),
     Expect({**A, "arch": "clip"}, Outcome.UNSUPPORTED,
            "adapters' gradient_checkpointing_enable needs enable_input_require_grads, which CLIPModel lacks",
-           f"{ADAPTERS_SRC}/model_mixin.py", {"adapters": ">=1.1.0"}),
+           f"{ADAPTERS_SRC}/model_mixin.py", {"adapters": ">=1.1.0"}, refuses_checkpointing=True),
     Expect({**A, "gc_mode": "reentrant"}, Outcome.UNSUPPORTED, ADAPTERS_REENTRANT,
-           "https://github.com/adapter-hub/adapters/pull/759", {"adapters": ">=1.1.0"}),
+           "https://github.com/adapter-hub/adapters/pull/759", {"adapters": ">=1.1.0"}, refuses_checkpointing=True),
     # ---- the libraries refuse the method, with their own documented error ----------------------
     Expect({**P, "arch": CONV1D, "method": PEFT_LINEAR_ONLY}, Outcome.UNSUPPORTED,
            "the method supports nn.Linear only and refuses transformers' Conv1D layers",
@@ -194,7 +196,7 @@ EXPECTATIONS: list[Expect] = [
            f"{ADAPTERS_SRC}/model_mixin.py", {"adapters": ">=1.2"}),
     Expect({"arch": "van"}, Outcome.UNSUPPORTED,
            "transformers refuses: VanForImageClassification is not compatible with gradient checkpointing",
-           f"{TF_SRC}/models/deprecated/van/modeling_van.py", {"transformers": ">=4.35,<5"}),
+           f"{TF_SRC}/models/deprecated/van/modeling_van.py", {"transformers": ">=4.35,<5"}, refuses_checkpointing=True),
     # ---- the baseline itself fails inside the library (not checkpointing findings) ------------
     Expect({**P, "arch": ("clip_text_model", "flava")}, Outcome.ERROR,
            "peft's task wrapper (SEQ_CLS / FEATURE_EXTRACTION) passes inputs_embeds, which CLIPTextModel and FlavaModel "
@@ -497,14 +499,18 @@ def expected(cell_fields: dict, table: list[Expect] | None = None,
     too (harness/calibration.py): when it lists the cell's plain run as failing, the cell comes out as
     that run did, so only an entry naming that outcome (one that explains the failure) still wins over
     the table's bare measurement; entries about checkpointing findings are passed over."""
-    failing = None
+    failing, stage = None, None
     if calibrated:
         from .calibration import baseline_failure
 
-        failing = baseline_failure(cell_fields)
+        failing, stage = baseline_failure(cell_fields)
+    # a refusal of checkpointing itself shows unless the checkpointed run fails before it, as the plain one did:
+    # in gc_first order checkpointing is enabled right after building, in adapter_first after attaching
+    refusal_first = stage != "build" and (cell_fields.get("order") == "gc_first" or stage == "train")
     for e in EXPECTATIONS if table is None else table:
         if e.applies(cell_fields):
-            if failing is not None and failing.outcome not in e.outcomes:
+            if failing is not None and failing.outcome not in e.outcomes and not (
+                    e.refuses_checkpointing and refusal_first):
                 continue
             return e.outcomes, e
     if failing is not None:

@@ -116,3 +116,18 @@ def test_generated_tables_name_existing_archs_and_methods():
         archs, methods = archs_for(b), backends.get(b).methods
         stale = {k[:2] for _, _, keys in mod.FAILS for k in keys if k[0] not in archs or k[1] not in methods}
         assert not stale, f"{mod.__name__} names archs/methods the registry no longer has: {sorted(stale)[:5]}"
+
+
+def test_a_refusal_of_checkpointing_itself_still_shows_where_it_comes_first(make_table):
+    """gradient_checkpointing_enable refusing (e.g. VAN) is the outcome even when the plain run fails, unless the
+    checkpointed run fails before reaching it: adapter_first attaches (and fails like the plain run) first."""
+    make_table([rec("bert", "masked", "seq_cls", "error", "baseline attach: ValueError: no target"),
+                rec("gpt2", "masked", "causal_lm", "error", "baseline train: RuntimeError: boom")])
+    refusal = Expect({"arch": ("bert", "gpt2")}, Outcome.UNSUPPORTED, "refuses", "https://x", refuses_checkpointing=True)
+    attach_fails = fields("bert", "masked", "seq_cls")
+    train_fails = fields("gpt2", "masked", "causal_lm")
+    assert expected(attach_fails, [refusal])[0] == (Outcome.UNSUPPORTED,)                    # gc_first
+    assert expected({**attach_fails, "order": "adapter_first"}, [refusal])[0] == (Outcome.ERROR,)
+    assert expected({**train_fails, "order": "adapter_first"}, [refusal])[0] == (Outcome.UNSUPPORTED,)
+    plain = Expect({"arch": "bert"}, Outcome.UNSUPPORTED, "refuses the method", "https://x")
+    assert expected(attach_fails, [plain])[0] == (Outcome.ERROR,)    # not a refusal of checkpointing: passed over
