@@ -24,7 +24,6 @@ import os
 import pkgutil
 import pprint
 import re
-import zlib
 from collections import defaultdict
 from functools import lru_cache
 
@@ -41,9 +40,10 @@ def table_name(backend: str, transformers_version: str) -> str:
 
 
 def _key_in_shards(backend: str, key: tuple, shards) -> bool:
-    """Same split as cells.in_shard (crc32 of the baseline key)."""
-    bk = "-".join((backend, *key))
-    return any(zlib.crc32(bk.encode()) % n == k - 1 for k, n in shards)
+    """The split of cells.in_shard, for a key (arch, method, inputs, task) of `backend`."""
+    from .cells import key_in_shard
+
+    return any(key_in_shard("-".join((backend, *key)), tuple(s)) for s in shards)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -152,10 +152,14 @@ def parse_shard(spec: str | None) -> tuple[int, int] | None:
 
 def in_shard(cell: Cell, shard: tuple[int, int] | None) -> bool:
     """Shards split by baseline (cells sharing one stay together), stable across runs and machines."""
+    return key_in_shard(cell.baseline_key, shard)
+
+
+def key_in_shard(baseline_key: str, shard: tuple[int, int] | None) -> bool:
     if shard is None:
         return True
     k, n = shard
-    return zlib.crc32(cell.baseline_key.encode()) % n == k - 1
+    return zlib.crc32(baseline_key.encode()) % n == k - 1
 
 
 def select(backend=None, arch=None, method=None, gc_mode=None, inputs=None, order=None,

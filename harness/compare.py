@@ -157,7 +157,7 @@ def compare(base: Trace, replay: Trace | None, cand: Trace, dtype: str = "float3
     def differs(g, h) -> bool:
         return _has(g) != _has(h) or (usable and (g is None) != (h is None))
 
-    usable = baseline_defect(base) is None
+    usable = defect is None
     for step, (gb, gc) in enumerate(zip(base.grads, cand.grads)):
         for name in base.trainable:
             g, h = gb.get(name), gc.get(name)
