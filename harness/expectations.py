@@ -302,7 +302,7 @@ EXPECTATIONS: list[Expect] = [
            "grad_fn becomes that checkpoint's own node and every recompute's backward re-enters it (without end: "
            "threads and memory run out after ~2 min; the harness's runaway guard stops it). Probed on 4.57.6 and 5.24.0 "
            "without peft or the harness; passing position_bias positionally fixes it",
-           f"{TF_SRC}/modeling_layers.py", {"transformers": ">=4.54"}),
+           f"{TF_SRC}/modeling_layers.py", {"transformers": ">=4.57"}),   # measured on 4.57.6 and 5.24.0
     Expect({**P, "arch": NO_INPUT_EMBEDDINGS, "order": "gc_first"}, Outcome.GC_ERROR,
            "get_peft_model on a checkpointing model calls enable_input_require_grads, which raises "
            "NotImplementedError for models without get_input_embeddings: peft cannot be attached (transformers "
