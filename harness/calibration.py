@@ -57,8 +57,7 @@ def calibrate(cells, runner, out: dict, report_line=print, after=lambda: None) -
     for c in sorted(cells, key=lambda c: (c.baseline_key, c.id)):
         todo.setdefault(c.baseline_key, c)
     for i, (key, cell) in enumerate(todo.items()):
-        runner._settle_heap(cell.arch)
-        base = runner._train(cell, None)
+        base = runner.plain(cell)
         defect = baseline_defect(base)
         out[key] = {"backend": cell.backend, **{f: getattr(cell, f) for f in KEY_FIELDS},
                     "outcome": defect[0].value if defect else None, "detail": defect[1] if defect else "",
@@ -70,13 +69,9 @@ def calibrate(cells, runner, out: dict, report_line=print, after=lambda: None) -
 
 
 def write_json(path: str, records: dict, selection: dict, complete: bool) -> None:
-    from .report import versions
+    from .report import dump
 
-    tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump({"versions": versions(), "complete": complete, "selection": selection, "baselines": records},
-                  fh, indent=0)
-    os.replace(tmp, path)
+    dump(path, complete, indent=0, selection=selection, baselines=records)
 
 
 # ---------------------------------------------------------------------------------------------

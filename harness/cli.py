@@ -5,6 +5,7 @@ Exit codes: 0 every selected cell matches its expectation, 1 otherwise, 2 bad us
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -99,10 +100,8 @@ def _run(args) -> int:
         raise SelectionError(f"unknown dtype {args.dtype!r}; valid: {', '.join(DTYPES)}")
     if args.steps < 1:
         raise SelectionError("--steps must be >= 1")
-    if args.memory_gb < 0:
-        raise SelectionError("--memory-gb must be >= 0 (0: no cap)")
     _check_device(args.device)
-    _check_json_path(args.json)
+    _check_memory_and_json(args)
     cells = select(args.backend, args.arch, args.method, args.gc_mode, args.inputs, args.order, args.tier,
                    shard=args.shard)
     if not cells:
@@ -113,21 +112,14 @@ def _run(args) -> int:
                              threads=args.threads))
     print(f"# {len(cells)} cells; versions {report.versions()}", flush=True)
     results = []
-    saved = time.monotonic()
-    old_term = signal.signal(signal.SIGTERM, _interrupt)
-    try:
+    interim = _every(JSON_EVERY, lambda: args.json and report.write_json(args.json, results, complete=False))
+    with _until_interrupted(lambda: f"{len(results)} of {len(cells)} cells"):
         for cell in sorted(cells, key=lambda c: (c.baseline_key, c.id)):
             r = runner.run_cell(cell)
             results.append(r)
             if not (args.quiet and r["matches"]):
                 print(report.line(r), flush=True)
-            if args.json and time.monotonic() - saved > JSON_EVERY:   # a long run leaves its results so far
-                report.write_json(args.json, results, complete=False)
-                saved = time.monotonic()
-    except KeyboardInterrupt:
-        print(f"# interrupted after {len(results)} of {len(cells)} cells", flush=True)
-    finally:
-        signal.signal(signal.SIGTERM, old_term)
+            interim()   # a long run leaves its results so far
     complete = len(results) == len(cells)
     if args.json:
         report.write_json(args.json, results, complete=complete)
@@ -147,9 +139,7 @@ def _calibrate(args) -> int:
         except calibration.TableError as exc:
             raise SelectionError(str(exc)) from None
         return 0
-    if args.memory_gb < 0:
-        raise SelectionError("--memory-gb must be >= 0 (0: no cap)")
-    _check_json_path(args.json)
+    _check_memory_and_json(args)
     cells = select(args.backend, args.arch, args.method, args.gc_mode, args.inputs, args.order, "full",
                    shard=args.shard)
     if not cells:
@@ -165,24 +155,14 @@ def _calibrate(args) -> int:
         records = _resume(args.json, selection)
         cells = [c for c in cells if c.baseline_key not in records]
         print(f"# resuming: {len(records)} baselines kept", flush=True)
-    saved = [time.monotonic()]
-
-    def interim():
-        if args.json and time.monotonic() - saved[0] > JSON_EVERY:
-            calibration.write_json(args.json, records, selection, complete=False)
-            saved[0] = time.monotonic()
-
+    interim = _every(JSON_EVERY, lambda: args.json and calibration.write_json(args.json, records, selection,
+                                                                                complete=False))
     t0 = time.perf_counter()
     complete = False
-    old_term = signal.signal(signal.SIGTERM, _interrupt)
-    try:
+    with _until_interrupted(lambda: f"{len(records)} baselines"):
         calibration.calibrate(cells, runner, records, (lambda s: None) if args.quiet else
                               (lambda s: print(s, flush=True)), interim)
         complete = True
-    except KeyboardInterrupt:
-        print(f"# interrupted after {len(records)} baselines", flush=True)
-    finally:
-        signal.signal(signal.SIGTERM, old_term)
     if args.json:
         calibration.write_json(args.json, records, selection, complete=complete)
     failing = sum(1 for r in records.values() if r["outcome"])
@@ -210,6 +190,30 @@ JSON_EVERY = 60.0   # seconds between interim writes of --json during a run
 
 def _interrupt(signum, frame):
     raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _until_interrupted(progress):
+    """The loop inside may be ended by Ctrl-C or SIGTERM (a cancelled CI job): it then says how far it got
+    (`progress()`) and the caller carries on to write what finished."""
+    old_term = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    except KeyboardInterrupt:
+        print(f"# interrupted after {progress()}", flush=True)
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
+
+
+def _every(seconds: float, action):
+    """A function that calls `action()` when `seconds` have passed since the last call did."""
+    last = [time.monotonic()]
+
+    def maybe():
+        if time.monotonic() - last[0] > seconds:
+            action()
+            last[0] = time.monotonic()
+    return maybe
 
 
 def _check(args) -> int:
@@ -241,12 +245,15 @@ def _check(args) -> int:
     return 0 if all(r["matches"] for r in cells) else 1
 
 
-def _check_json_path(path: str | None) -> None:
+def _check_memory_and_json(args) -> None:
+    """--memory-gb >= 0, and the folder of --json exists (before hours of running, not after)."""
     from .cells import SelectionError
 
-    folder = os.path.dirname(os.path.abspath(path)) if path else None
+    if args.memory_gb < 0:
+        raise SelectionError("--memory-gb must be >= 0 (0: no cap)")
+    folder = os.path.dirname(os.path.abspath(args.json)) if args.json else None
     if folder and not os.path.isdir(folder):
-        raise SelectionError(f"--json {path!r}: folder {folder!r} does not exist")
+        raise SelectionError(f"--json {args.json!r}: folder {folder!r} does not exist")
 
 
 def _check_device(device: str) -> None:

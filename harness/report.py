@@ -34,7 +34,12 @@ def summary(results: list[dict]) -> str:
 
 def write_json(path: str, results: list[dict], complete: bool = True) -> None:
     """`complete` is False for the interim files of a running or interrupted run."""
+    dump(path, complete, cells=results)
+
+
+def dump(path: str, complete: bool, indent: int = 1, **fields) -> None:
+    """Write {versions, complete, **fields} to `path` atomically (a reader never sees half a file)."""
     tmp = path + ".tmp"
     with open(tmp, "w") as fh:
-        json.dump({"versions": versions(), "complete": complete, "cells": results}, fh, indent=1)
+        json.dump({"versions": versions(), "complete": complete, **fields}, fh, indent=indent)
     os.replace(tmp, path)

@@ -296,6 +296,11 @@ class Runner:
                      inputs=cell.inputs, gc_mode=gc_mode, order=cell.order, steps=o.steps, seed=o.seed,
                      lr=o.lr, dtype=o.dtype, device=o.device, timeout=o.timeout)
 
+    def plain(self, cell) -> Trace:
+        """One plain (not checkpointed) training run of the cell, trained as its baseline is."""
+        self._settle_heap(cell.arch)
+        return self._train(cell, None)
+
     def baseline(self, cell) -> tuple[Trace, Trace]:
         key = cell.baseline_key
         if key in self._cache:
