@@ -12,12 +12,11 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
-_FILTERS = ("backend", "arch", "method", "gc-mode", "inputs", "order")
-
-
 def pytest_addoption(parser):
+    from harness.cells import OPTIONS
+
     g = parser.getgroup("harness", "gradient-checkpointing equivalence matrix")
-    for axis in _FILTERS:
+    for axis in OPTIONS:
         g.addoption(f"--{axis}", default=None, help=f"comma-separated {axis} values (default: all)")
     g.addoption("--tier", default="default", help="default (CI covering set) or full (the whole product)")
     g.addoption("--shard", default=None, metavar="K/N", help="only the K-th of N disjoint parts (split by baseline)")
@@ -29,13 +28,12 @@ def pytest_addoption(parser):
 
 
 def _selection(config):
-    from harness.cells import SelectionError, select
+    from harness.cells import AXES, SelectionError, select
 
     if not hasattr(config, "_harness_cells"):
         try:
-            config._harness_cells = select(
-                *(config.getoption(a.replace("-", "_")) for a in _FILTERS), tier=config.getoption("tier"),
-                shard=config.getoption("shard"))
+            config._harness_cells = select(**{a: config.getoption(a) for a in AXES},
+                                           tier=config.getoption("tier"), shard=config.getoption("shard"))
         except SelectionError as exc:
             raise pytest.UsageError(str(exc)) from None
     return config._harness_cells

@@ -11,7 +11,8 @@ from .archs import archs_for
 from .archs.base import INPUTS, ArchSpec
 from .backends.base import GC_MODES, ORDERS
 
-AXES = ("backend", "arch", "method", "gc_mode", "inputs", "order")
+AXES = ("backend", "arch", "method", "gc_mode", "inputs", "order", "task")   # the filters of run/calibrate/pytest
+OPTIONS = tuple(a.replace("_", "-") for a in AXES)                          # their command-line spelling
 TIERS = ("default", "full")
 
 
@@ -57,13 +58,15 @@ def _split(value: str | Iterable[str] | None) -> list[str] | None:
 
 
 def valid_choices(backend_names: Iterable[str]) -> dict[str, list[str]]:
-    archs, methods = set(), set()
+    archs, methods, tasks = set(), set(), set()
     for b in backend_names:
         be = backends.get(b)
         archs |= set(archs_for(b))
+        tasks |= {t for a in archs_for(b).values() for t in a.tasks}
         methods |= set(be.methods)
     return {"backend": list(backends.BACKEND_NAMES), "arch": sorted(archs), "method": sorted(methods),
-            "gc_mode": list(GC_MODES), "inputs": list(INPUTS), "order": list(ORDERS), "tier": list(TIERS)}
+            "gc_mode": list(GC_MODES), "inputs": list(INPUTS), "order": list(ORDERS), "task": sorted(tasks),
+            "tier": list(TIERS)}
 
 
 def _check(axis: str, wanted: list[str] | None, valid: list[str]):
@@ -162,13 +165,13 @@ def key_in_shard(baseline_key: str, shard: tuple[int, int] | None) -> bool:
     return zlib.crc32(baseline_key.encode()) % n == k - 1
 
 
-def select(backend=None, arch=None, method=None, gc_mode=None, inputs=None, order=None,
+def select(backend=None, arch=None, method=None, gc_mode=None, inputs=None, order=None, task=None,
            tier: str = "full", available_only: bool = True, shard: str | None = None) -> list[Cell]:
-    """Cells matching the comma-separated filters, and in shard ``K/N`` when given;
+    """Cells matching the comma-separated filters (one per AXES), and in shard ``K/N`` when given;
     SelectionError (one line) on unknown values."""
     part = parse_shard(shard)
     f = {k: _split(v) for k, v in dict(backend=backend, arch=arch, method=method, gc_mode=gc_mode,
-                                         inputs=inputs, order=order).items()}
+                                         inputs=inputs, order=order, task=task).items()}
     if tier not in TIERS:
         raise SelectionError(f"unknown tier {tier!r}; valid: {', '.join(TIERS)}")
     _check("backend", f["backend"], list(backends.BACKEND_NAMES))

@@ -16,8 +16,16 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 
 def _filters(p: argparse.ArgumentParser) -> None:
-    for axis in ("backend", "arch", "method", "gc-mode", "inputs", "order"):
+    from .cells import OPTIONS
+
+    for axis in OPTIONS:
         p.add_argument(f"--{axis}", help=f"comma-separated {axis} values (default: all)")
+
+
+def _selected(args, tier: str) -> list:
+    from .cells import AXES, select
+
+    return select(**{a: getattr(args, a) for a in AXES}, tier=tier, shard=args.shard)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -44,7 +52,8 @@ def _parser() -> argparse.ArgumentParser:
     cal.add_argument("--memory-gb", type=float, default=8.0, help="address-space cap; 0 for none (default 8)")
     cal.add_argument("--json", metavar="PATH", help="write the records here (every 60 s, and at the end)")
     cal.add_argument("--table-from", nargs="+", metavar="JSON",
-                     help="do not run: merge these complete, unfiltered calibration runs into harness/baselines/")
+                     help="do not run: merge these complete calibration runs into harness/baselines/ (filtered ones "
+                          "update the unfiltered ones, or else the installed table)")
     cal.add_argument("--resume", action="store_true", help="keep the records already in --json (same selection and "
                                                           "versions) and run only the rest")
     cal.add_argument("-q", "--quiet", action="store_true", help="print only the summary")
@@ -93,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args) -> int:
     from . import report
-    from .cells import SelectionError, select
+    from .cells import SelectionError
     from .run import DTYPES, Options, Runner, cap_memory
 
     if args.dtype not in DTYPES:
@@ -102,8 +111,7 @@ def _run(args) -> int:
         raise SelectionError("--steps must be >= 1")
     _check_device(args.device)
     _check_memory_and_json(args)
-    cells = select(args.backend, args.arch, args.method, args.gc_mode, args.inputs, args.order, args.tier,
-                   shard=args.shard)
+    cells = _selected(args, args.tier)
     if not cells:
         raise SelectionError("the filters select no cell (a backend whose library is missing has none); "
                              "see `python -m harness list`")
@@ -129,7 +137,7 @@ def _run(args) -> int:
 
 def _calibrate(args) -> int:
     from . import calibration
-    from .cells import AXES, SelectionError, parse_shard, select
+    from .cells import AXES, SelectionError, parse_shard
     from .run import Options, Runner, cap_memory
 
     if args.table_from:
@@ -140,8 +148,7 @@ def _calibrate(args) -> int:
             raise SelectionError(str(exc)) from None
         return 0
     _check_memory_and_json(args)
-    cells = select(args.backend, args.arch, args.method, args.gc_mode, args.inputs, args.order, "full",
-                   shard=args.shard)
+    cells = _selected(args, "full")
     if not cells:
         raise SelectionError("the filters select no cell; see `python -m harness list`")
     filters = {a: getattr(args, a) for a in AXES if a != "backend" and getattr(args, a)}
@@ -237,7 +244,7 @@ def _check(args) -> int:
         raise SelectionError("the run was made with other versions than installed here: " +
                              ", ".join(f"{k} {a} (here {b})" for k, (a, b) in differ.items()))
     for r in cells:
-        r.update(judge({**{a: r[a] for a in AXES}, "task": r["task"], "modality": r.get("modality", "text")},
+        r.update(judge({**{a: r[a] for a in AXES}, "modality": r.get("modality", "text")},
                        r["outcome"]))
         if not (args.quiet or r["matches"]):
             print(report.line(r))

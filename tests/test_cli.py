@@ -25,6 +25,7 @@ def run_cli(*args):
     (["--gc-mode", "sometimes"], "unknown gc_mode 'sometimes'; valid: non_reentrant, reentrant"),
     (["--inputs", "masked,x"], "unknown inputs 'x'"),
     (["--order", "later"], "unknown order 'later'"),
+    (["--task", "translation"], "unknown task 'translation'; valid: "),
     (["--tier", "huge"], "unknown tier 'huge'"),
     (["--dtype", "float8"], "unknown dtype 'float8'"),
     (["--shard", "3/2"], "bad shard '3/2'; valid: K/N"),
@@ -47,6 +48,13 @@ def test_shards_partition_the_selection_and_keep_baselines_together():
     assert all(parts), f"three shards of {len(everything)} cells: none should be empty"
     owner = {c.baseline_key: k for k, part in enumerate(parts) for c in part}
     assert all(owner[c.baseline_key] == k for k, part in enumerate(parts) for c in part)
+
+
+def test_the_task_filter_selects_by_task():
+    picked = select("full", "bert,t5", task="token_cls,seq2seq_lm")
+    assert picked and {c.task for c in picked} == {"token_cls", "seq2seq_lm"}
+    assert {c.id for c in picked} == {c.id for c in select("full", "bert,t5")
+                                      if c.task in ("token_cls", "seq2seq_lm")}
 
 
 def test_empty_selection_says_so(capsys):
