@@ -81,7 +81,10 @@ class TableError(ValueError):
 
 
 def write_tables(paths: list[str], out_dir: str = TABLE_DIR) -> list[str]:
-    """Merge calibration runs (shards of one release) into one table module per backend."""
+    """Merge calibration runs (shards of one release) into one table module per backend, on top of the installed
+    table of the same versions if there is one (so a table grows shard by shard; delete it to start afresh).
+    Unfiltered runs replace whole shards; filtered runs (e.g. `--task feature` after a harness fix) replace the
+    keys they measured, within the shards the table then covers."""
     runs = []
     for p in paths:
         try:
@@ -90,27 +93,60 @@ def write_tables(paths: list[str], out_dir: str = TABLE_DIR) -> list[str]:
         except (OSError, ValueError) as exc:
             raise TableError(f"cannot read a calibration JSON from {p!r}: {type(exc).__name__}: {exc}") from None
     for p, r in zip(paths, runs):
-        if not r.get("complete") or r.get("selection", {}).get("filters"):
-            raise TableError(f"{p}: a table needs complete, unfiltered runs (--shard K/N is fine); this one is "
-                             f"{'incomplete' if not r.get('complete') else 'filtered'}")
+        if not r.get("complete"):
+            raise TableError(f"{p}: a table needs complete runs; this one is incomplete (`calibrate --resume` finishes it)")
         if r["versions"] != runs[0]["versions"]:
             raise TableError(f"{p}: made with other versions ({r['versions']}) than {paths[0]}")
-    by_backend: dict[str, dict] = defaultdict(dict)
-    shards: dict[str, set] = defaultdict(set)
-    seconds: dict[str, float] = defaultdict(float)
-    for r in runs:
+    versions = runs[0]["versions"]
+    by_backend: dict[str, dict] = {}
+    shards: dict[str, set] = {}
+    seconds: dict[str, float] = {}
+    for b in {b for r in runs for b in r["selection"]["backends"]}:
+        by_backend[b], shards[b], seconds[b] = _table_records(b, versions)
+    updates = [r for r in runs if r["selection"].get("filters")]
+    for r in [r for r in runs if r not in updates]:
         for rec in r["baselines"].values():
             by_backend[rec["backend"]][tuple(rec[f] for f in KEY_FIELDS)] = rec
             seconds[rec["backend"]] += rec["seconds"]
         for b in r["selection"]["backends"]:
             shards[b].add(tuple(r["selection"]["shard"] or (1, 1)))
+    for r in updates:
+        for b in r["selection"]["backends"]:
+            if not shards[b]:
+                raise TableError(f"a filtered calibration run updates a {b} table for transformers "
+                                 f"{versions['transformers']}; there is none here: give unfiltered runs too")
+        for rec in r["baselines"].values():     # within the calibrated shards only: a table covers whole shards
+            key = tuple(rec[f] for f in KEY_FIELDS)
+            if _key_in_shards(rec["backend"], key, shards[rec["backend"]]):
+                by_backend[rec["backend"]][key] = rec
+                seconds[rec["backend"]] += rec["seconds"]
     written = []
-    versions = runs[0]["versions"]
     for backend, recs in sorted(by_backend.items()):
         path = os.path.join(out_dir, table_name(backend, versions["transformers"]) + ".py")
         _write_table(path, backend, recs, sorted(shards[backend]), versions, seconds[backend])
         written.append(path)
     return written
+
+
+def _table_records(backend: str, versions: dict) -> tuple[dict, set, float]:
+    """The installed table of `backend` for `versions` back as records {key: record} over its shards (a key it
+    does not list passed), with its shards and seconds; empty without such a table."""
+    from .cells import full_product
+
+    mod = table(backend)
+    lib = LIBRARY.get(backend)
+    if mod is None or any(mod.CALIBRATED_ON.get(k) != versions.get(k) for k in ("transformers", "torch", lib) if k):
+        return {}, set(), 0.0
+    on = mod.CALIBRATED_ON
+    exact, pair = _index(backend)
+    recs = {}
+    for c in full_product(backend):
+        key = tuple(getattr(c, f) for f in KEY_FIELDS)
+        if key not in recs and _key_in_shards(backend, key, on["shards"]):
+            outcome, detail = exact.get(key) or pair.get(key[:2]) or (None, "")
+            recs[key] = {"backend": backend, **dict(zip(KEY_FIELDS, key)), "outcome": outcome, "detail": detail,
+                         "seconds": 0.0}
+    return recs, {tuple(s) for s in on["shards"]}, float(on["seconds"])
 
 
 def _compress(recs: dict) -> list[tuple]:

@@ -7,6 +7,7 @@ import pytest
 
 from harness import backends, calibration, cli
 from harness.archs import archs_for
+from harness.cells import full_product
 from harness.expectations import Expect, expected
 from harness.outcomes import Outcome
 
@@ -30,9 +31,9 @@ RECORDS = [rec("bert", "masked", "seq_cls", "error", "baseline train: E1"),
 
 @pytest.fixture
 def make_table(tmp_path, monkeypatch):
-    def make(records, shard=None):
+    def make(records, shard=None, filters=None):
         path = tmp_path / f"cal{len(list(tmp_path.iterdir()))}.json"
-        sel = {"backends": ["full"], "shard": shard, "filters": {}}
+        sel = {"backends": ["full"], "shard": shard, "filters": filters or {}}
         calibration.write_json(str(path), {str(i): r for i, r in enumerate(records)}, sel, complete=True)
         out = tmp_path / "tables"
         [written] = calibration.write_tables([str(path)], out_dir=str(out))
@@ -83,9 +84,39 @@ def test_only_the_calibrated_shards_are_judged_by_the_table(make_table):
     assert expected(fields("bert", *outside[0]))[0] == (Outcome.EQUIVALENT,)   # not measured: no claim
 
 
-def test_tables_come_only_from_complete_unfiltered_runs(tmp_path, capsys):
+def test_a_filtered_run_updates_the_installed_table(make_table):
+    """After a harness fix, re-calibrating only what it touches (e.g. --task feature) rewrites those keys and
+    keeps every other key of the table, passing or failing, as it was."""
+    make_table(RECORDS)
+    mod = make_table([rec("bert", "masked", "seq_cls"),                                  # fixed
+                      rec("gpt2", "padded", "causal_lm", "error", "baseline train: E3")],   # newly failing
+                     filters={"arch": "bert,gpt2"})
+    keys = {k: (o, d) for o, d, ks in mod.FAILS for k in ks}
+    assert keys[("bert", "full", "padded", "seq_cls")] == ("error", "baseline train: E1")   # kept, no longer '*'
+    assert ("bert", "full", "*", "*") not in keys and ("bert", "full", "masked", "seq_cls") not in keys
+    assert keys[("gpt2", "full", "masked", "causal_lm")] == ("unsupported", "baseline attach: E2")
+    assert keys[("gpt2", "full", "padded", "causal_lm")] == ("error", "baseline train: E3")
+    assert mod.CALIBRATED_ON["baselines"] == len({(c.arch, c.method, c.inputs, c.task)
+                                                  for c in full_product("full")})
+
+
+def test_a_table_grows_shard_by_shard(make_table):
+    """A new unfiltered shard of the same release adds to the installed table instead of replacing it."""
+    keys = [(i, t) for i in ("masked", "padded", "unmasked") for t in ("seq_cls", "token_cls")]
+    first = [k for k in keys if calibration._key_in_shards("full", ("bert", "full", *k), [(1, 2)])]
+    second = [k for k in keys if k not in first]
+    assert first and second
+    make_table([rec("bert", *first[0], "error", "E1")] + [rec("bert", *k) for k in first[1:]], shard=[1, 2])
+    mod = make_table([rec("bert", *second[0], "error", "E2")] + [rec("bert", *k) for k in second[1:]], shard=[2, 2])
+    assert mod.CALIBRATED_ON["shards"] == [[1, 2], [2, 2]]
+    keys = {k: d for _, d, ks in mod.FAILS for k in ks}
+    assert keys == {("bert", "full", *first[0]): "E1", ("bert", "full", *second[0]): "E2"}
+
+
+def test_tables_come_only_from_complete_runs_or_update_an_installed_table(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(calibration, "table", lambda b: None)
     for name, complete, filters, needle in (("part.json", False, {}, "incomplete"),
-                                            ("filtered.json", True, {"arch": "bert"}, "filtered")):
+                                            ("filtered.json", True, {"arch": "bert"}, "give unfiltered runs")):
         path = tmp_path / name
         calibration.write_json(str(path), {}, {"backends": ["full"], "shard": None, "filters": filters}, complete)
         assert cli.main(["calibrate", "--table-from", str(path)]) == 2
