@@ -151,14 +151,22 @@ class CellRecipe:
         return self.backend.attach(model, self.arch, self.task, self.method)
 
     def batch(self, model, step):
-        return {k: (v.to(self.device) if isinstance(v, torch.Tensor) else v)
-                for k, v in self.arch.make_batch(self.task, model, self.inputs, step, self.seed).items()}
+        # made for the transformers model, not for a library's wrapper around it (whose forward signature
+        # would hide e.g. decoder_input_ids): the same batch the repro script holds
+        batch = self.arch.make_batch(self.task, transformers_model(model), self.inputs, step, self.seed)
+        return {k: (v.to(self.device) if isinstance(v, torch.Tensor) else v) for k, v in batch.items()}
 
     def loss(self, output):
         return self.arch.loss(self.task, output)
 
     def is_unsupported(self, exc):
         return self.backend.is_unsupported(exc)
+
+
+def transformers_model(model):
+    """The transformers model under a library's wrapper (peft's PeftModel), or `model` itself."""
+    get = getattr(model, "get_base_model", None)
+    return get() if callable(get) else model
 
 
 def train(arch: ArchSpec, task: str, backend: Backend, method: MethodSpec, *, inputs: str = "masked",
