@@ -82,10 +82,17 @@ class Probe:
         self._handles = []
         self._forward_calls = 0
         self._backward_calls = 0
+        self.called: set[int] = set()   # ids of the modules the current step's forward ran
+
+    def step(self):
+        """A training step begins: its forward is counted afresh."""
+        self._forward_calls = 0
+        self.called = set()
 
     def _pre(self, module, args):
         if not self.in_backward:
             self._forward_calls += 1
+            self.called.add(id(module))
             return
         if self.depth == 0:
             self.segments += 1
@@ -125,7 +132,6 @@ class Probe:
             yield
         finally:
             self.in_backward = False
-            self._forward_calls = 0   # the next step's forward counts afresh
 
 
 def _snapshot(t: torch.Tensor) -> torch.Tensor:
@@ -201,15 +207,23 @@ def train_recipe(recipe, gc: bool, order: str, steps: int, seed: int, lr: float,
             named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
             trace.trainable = [n for n, _ in named]
             opt = torch.optim.SGD([p for _, p in named], lr=lr) if named else None
+            holders = {id(m) for m in model.modules() if any(p.requires_grad for p in m.parameters(recurse=False))}
             for step in range(steps):
                 batch = recipe.batch(model, step)
                 # dropout masks (and numpy/python draws, e.g. SpecAugment): the same stream in both runs
                 torch.manual_seed(seed + 100 + step)
                 np.random.seed(seed + 100 + step)
                 random.seed(seed + 100 + step)
+                probe.step()
                 with probe.saving():
                     loss = recipe.loss(model(**batch))
                 trace.losses.append(float(loss.detach().float()))
+                if not loss.requires_grad and not holders & probe.called:
+                    # no module holding a trainable tensor ran (LayerDrop dropped every adapted layer): a step
+                    # with nothing to train, in either run; a checkpointed forward that ran them and lost the
+                    # graph still raises in backward below
+                    trace.grads.append({n: None for n, _ in named})
+                    continue
                 with probe.backward():
                     loss.backward()
                 trace.grads.append({n: (None if p.grad is None else _snapshot(p.grad)) for n, p in named})

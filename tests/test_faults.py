@@ -149,3 +149,54 @@ def test_recompute_in_a_loop_is_stopped_as_gc_error(monkeypatch):
     r = run(gc_mode="reentrant")
     assert r["outcome"] == "gc_error" and "runaway recomputation" in r["detail"], r["detail"]
     assert time.monotonic() - t0 < 20
+
+
+class _DroppableRecipe:
+    """A frozen encoder whose one trainable layer LayerDrop skips at step 1; checkpointed reentrantly (the
+    input does not require grad, so a reentrant checkpoint that ran the layer loses the graph)."""
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.frozen = torch.nn.Linear(4, 4).requires_grad_(False)
+            self.layer = torch.nn.Linear(4, 4)
+            self.gc = False
+            self.drop_at = 1
+
+        def forward(self, x, step):
+            h = self.frozen(x)
+            if step != self.drop_at:
+                h = real_checkpoint(self.layer, h, use_reentrant=True) if self.gc else self.layer(h)
+            return h.pow(2).mean()
+
+    def build(self):
+        return self.Model()
+
+    def enable_gc(self, model):
+        model.gc = True
+
+    def attach(self, model):
+        return model
+
+    def batch(self, model, step):
+        return {"x": torch.randn(2, 4, generator=torch.Generator().manual_seed(step)), "step": step}
+
+    def loss(self, output):
+        return output
+
+    def is_unsupported(self, exc):
+        return False
+
+
+def test_a_step_where_nothing_trainable_runs_is_skipped_not_an_error_but_a_lost_graph_still_raises():
+    """LayerDrop can drop every adapted layer of a tiny model at one step (BigBird-Pegasus): that step has
+    nothing to train in either run. A checkpointed forward that did run the layer and lost the graph is the
+    classic reentrant bug and must still fail."""
+    from harness.run import train_recipe
+
+    kw = dict(order="gc_first", steps=3, seed=0, lr=0.1, timeout=60)
+    plain = train_recipe(_DroppableRecipe(), gc=False, **kw)
+    assert plain.ok, plain.error
+    assert [g["layer.weight"] is None for g in plain.grads] == [False, True, False]
+    broken = train_recipe(_DroppableRecipe(), gc=True, **kw)
+    assert not broken.ok and "does not require grad" in broken.error and broken.error_stage == "train"
