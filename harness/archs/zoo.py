@@ -82,6 +82,9 @@ EXTRA_SHRINK: dict[str, Any] = {
     # left an 8192-wide projection in the "tiny" model, 7.3 GB of activations for HRA)
     "swa_num_attention_heads": 4, "swa_num_key_value_heads": 2, "swa_head_dim": 8, "sliding_window_size": 8,
     "rel_extent": 16,
+    # a local-attention window sizes the causal mask (RecurrentGemma: 2048 columns), which reentrant checkpointing
+    # saves as an input of every segment: left alone, the "tiny" model saved more with checkpointing than without
+    "attention_window_size": 16,
     # speech + text-to-unit + vocoder composites (SeamlessM4T): the sub-models' own depths, widths and vocabularies
     # (left alone, the "tiny" model had 43 M parameters and FRoD's attach ran for >10 min on its vocoder)
     "speech_encoder_layers": 2, "speech_encoder_attention_heads": 4, "speech_encoder_intermediate_size": 37,

@@ -2181,7 +2181,7 @@ TABLE = {
      'decoder_only': True,
      'inputs': ('masked', 'unmasked', 'padded'),
      'feed': 'text',
-     'overrides': {'lru_width': 32, 'final_w_init_variance_scale': 1.0},
+     'overrides': {'lru_width': 32, 'attention_window_size': 16, 'final_w_init_variance_scale': 1.0},
      'outcome': 'gc_error',
      'detail': 'checkpointed train: CheckpointError: torch.utils.checkpoint: Recomputed values for the following '
                'tensors have different metadata than during the forward pass. tensor at position 50: saved '
