@@ -17,6 +17,7 @@ import torch
 from . import backends, compare, outcomes, run, trace
 from .archs import archs_for
 from .archs.base import ArchSpec, build_model
+from .archs.zoo import all_outputs_loss
 from .cells import SelectionError, find
 from .report import versions
 
@@ -86,7 +87,7 @@ def script(cell_id: str, options: run.Options | None = None, with_outcome: bool 
     from_harness = "\n\n".join(_strip_imports(inspect.getsource(m)) for m in (outcomes, trace, compare))
     loop = f"RUNAWAY_FACTOR = {run.RUNAWAY_FACTOR}\n\n\n" + "\n\n".join(_strip_imports(inspect.getsource(obj)) for obj in (
         run.CellTimeout, run.time_limit, run._raise_timeout, run.RunawayRecompute, run.Probe, run._snapshot,
-        run._one_line, run.train_recipe))
+        run._one_line, run.train_recipe, all_outputs_loss))
     return TEMPLATE.format(
         cell_id=cell.id, versions=versions(), header=textwrap.fill(header, 96, subsequent_indent="    "),
         arch=cell.arch, task=cell.task, method=cell.method, backend=cell.backend,
@@ -198,12 +199,9 @@ class Recipe:
         loss = getattr(output, "loss", None)
         if loss is not None:
             return loss
-        if ALL_OUTPUTS:  # every float output (e.g. a pooler too)
-            values = output.values() if hasattr(output, "values") else output
-            parts = [v.float().pow(2).mean() for v in values
-                     if isinstance(v, torch.Tensor) and v.is_floating_point() and v.requires_grad]
-            if parts:
-                return torch.stack(parts).sum()
+        loss = all_outputs_loss(output) if ALL_OUTPUTS else None   # every float output (e.g. a pooler too)
+        if loss is not None:
+            return loss
         hidden = output[0] if isinstance(output, (tuple, list)) else output.last_hidden_state
         return hidden.float().pow(2).mean()
 

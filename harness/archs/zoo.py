@@ -702,19 +702,24 @@ def _decoder_ids(spec, task, model, batch, step, seed) -> None:
 
 
 def loss_of(task: str, output) -> torch.Tensor:
-    """base.loss_of, except that the feature task takes every float output tensor (so that e.g. a
-    pooler is trained too)."""
+    """base.loss_of, except that the feature task takes every float output tensor (all_outputs_loss)."""
     loss = getattr(output, "loss", None)
     if loss is not None or task != "feature":
         return base.loss_of(task, output)
+    loss = all_outputs_loss(output)
+    return base.loss_of(task, output) if loss is None else loss
+
+
+def all_outputs_loss(output):
+    """The sum of the mean squares of every float output tensor (so that e.g. a pooler trains too), or None.
+    Whether an output requires grad does not matter: the loss is the same function of the outputs in both runs
+    (checkpointing may make an output require grad that plain training does not: peft's
+    enable_input_require_grads on an encoder whose layers LayerDrop skipped). A term that is not finite (a
+    float mask of -inf or finfo.min) is left out; one made non-finite by checkpointing changes the loss."""
     values = output.values() if hasattr(output, "values") else output
-    floats = [v for v in values if isinstance(v, torch.Tensor) and v.is_floating_point()]
-    # the outputs that carry gradient; if none does (e.g. checkpointing cut the graph), all of them, so that
-    # backward says so ("does not require grad") instead of the loss failing on a field the output lacks
-    parts = [v.float().pow(2).mean() for v in floats if v.requires_grad] or [v.float().pow(2).mean() for v in floats]
-    if not parts:
-        return base.loss_of(task, output)
-    return torch.stack(parts).sum()
+    parts = [v.float().pow(2).mean() for v in values if isinstance(v, torch.Tensor) and v.is_floating_point()]
+    parts = [p for p in parts if torch.isfinite(p)]
+    return torch.stack(parts).sum() if parts else None
 
 
 # ---------------------------------------------------------------------------------------------
