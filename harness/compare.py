@@ -1,9 +1,11 @@
 """The one comparator: a pure function (baseline, baseline replay, candidate) -> Verdict.
 
 No model is touched here; traces are plain tensors. Order of checks (the first that fires wins):
-error -> unsupported -> nondeterministic -> gc_error -> missing_grad -> mismatch ->
-not_checkpointed -> error (vacuous: no trainable tensor ever gets a gradient) -> equivalent
-(which lists trainable tensors the baseline never exercised: those are not vouched for).
+error (the baseline raised, or is vacuous: no trainable tensor ever gets a non-zero gradient, so it can
+say nothing about checkpointing) -> unsupported -> nondeterministic -> gc_error -> missing_grad -> mismatch
+-> not_checkpointed -> equivalent (which lists trainable tensors the baseline never exercised: those are not
+vouched for). The baseline alone decides the first two, so a baseline calibration (harness/calibration.py)
+predicts them without running the checkpointed side.
 """
 from __future__ import annotations
 
@@ -118,7 +120,7 @@ def compare(base: Trace, replay: Trace | None, cand: Trace, dtype: str = "float3
                        saved_bytes={"baseline": base.saved_bytes, "candidate": cand.saved_bytes}, **kw)
 
     defect = baseline_defect(base)
-    if not base.ok:
+    if defect:
         return v(*defect)
     if not cand.ok:
         if cand.unsupported:
@@ -153,11 +155,10 @@ def compare(base: Trace, replay: Trace | None, cand: Trace, dtype: str = "float3
     # missing_grad: zero vs non-zero, and None (cut from the graph) vs a tensor, per step and parameter. A zero
     # gradient in the baseline is still a gradient: a parameter whose upstream is all zero at random init (e.g.
     # Gemma3's zero-initialised projector in front of its vision tower) shows that it was cut off only this way
-    # (and an optimiser with weight decay treats None and zero differently). Not for a vacuous baseline: error.
+    # (and an optimiser with weight decay treats None and zero differently).
     def differs(g, h) -> bool:
-        return _has(g) != _has(h) or (usable and (g is None) != (h is None))
+        return _has(g) != _has(h) or (g is None) != (h is None)
 
-    usable = defect is None
     for step, (gb, gc) in enumerate(zip(base.grads, cand.grads)):
         for name in base.trainable:
             g, h = gb.get(name), gc.get(name)
@@ -184,8 +185,6 @@ def compare(base: Trace, replay: Trace | None, cand: Trace, dtype: str = "float3
                  f"{cand.saved_bytes} bytes saved for backward vs {base.saved_bytes} without",
                  max_abs_diff=worst.abs, tolerance=tol, noise_floor=noise)
 
-    if defect:   # vacuous
-        return v(*defect, max_abs_diff=worst.abs, tolerance=tol, noise_floor=noise)
     exercised = _nonzero_set(base)
     dead = [n for n in base.trainable if n not in exercised]
     unexercised = (f"; {len(dead)} of {len(base.trainable)} trainable tensors never get a non-zero gradient, "
