@@ -309,6 +309,12 @@ def shrunk_values(cfg) -> dict[str, Any]:
         for k in ("attention_dropout", "hidden_dropout"):   # base sets these even when None
             if k in d and d[k] is None:
                 out[prefix + k] = SHRINK[k]
+        # multi-head latent attention (DeepSeek-V2/V3, LongCat-Flash, ...) has keys per attention head: a default
+        # with as many key/value heads as heads keeps that (2 of 4 made a grouping no real config has, and an
+        # unmasked checkpointed forward failed on it, 4 vs 8 heads: a harness-made "finding")
+        if "kv_lora_rank" in d and d.get("num_key_value_heads") == d.get("num_attention_heads") and \
+                prefix + "num_attention_heads" in out:
+            out[prefix + "num_key_value_heads"] = out[prefix + "num_attention_heads"]
         # per-layer lists sized to the default depth follow the shrunk depth (keep one layer of each kind)
         n = d.get("num_hidden_layers")
         if isinstance(n, int) and n > 2:

@@ -1,0 +1,41 @@
+"""Rules of the zoo that the matrix depends on: how tiny configs are shrunk, what a batch is made for, and
+the loss of a model without a head. Each was a harness-made "finding" before it was a rule."""
+import pytest
+import torch
+from transformers import AutoConfig
+
+from harness import backends
+from harness.archs import archs_for
+from harness.archs.base import build_model
+from harness.archs.zoo import all_outputs_loss, shrunk_values
+from harness.run import transformers_model
+
+
+def test_latent_attention_keeps_a_key_value_head_per_head_and_others_keep_grouped_query_attention():
+    mla = shrunk_values(AutoConfig.for_model("deepseek_v2"))    # 32 heads, 32 key/value heads by default
+    assert mla["num_key_value_heads"] == mla["num_attention_heads"]
+    gqa = shrunk_values(AutoConfig.for_model("llama"))
+    assert gqa.get("num_key_value_heads", 2) < gqa["num_attention_heads"]
+
+
+@pytest.mark.skipif(backends.get("peft").missing is not None, reason="peft is not installed")
+def test_a_batch_is_made_for_the_transformers_model_not_for_peft_s_wrapper():
+    """PeftModel.forward(**kwargs) does not show decoder_input_ids: asked of the wrapper, an encoder-decoder's
+    feature batch lacked them and every such plain run failed."""
+    peft = backends.get("peft")
+    arch = archs_for("peft")["m2m_100"]
+    model = build_model(arch, "feature")
+    wrapped = peft.attach(build_model(arch, "feature"), arch, "feature", peft.methods["lora"])
+    assert transformers_model(wrapped) is wrapped.get_base_model() and transformers_model(model) is model
+    batch = arch.make_batch("feature", transformers_model(wrapped), "masked", 0)
+    assert "decoder_input_ids" in batch
+    assert batch.keys() == arch.make_batch("feature", model, "masked", 0).keys()
+
+
+def test_the_feature_loss_takes_every_finite_float_output_whether_or_not_it_requires_grad():
+    w = torch.ones(2, requires_grad=True)
+    out = {"hidden": w * 2, "pooled": torch.full((2,), 3.0), "mask": torch.full((2,), float("-inf")),
+           "ids": torch.ones(2, dtype=torch.long)}
+    loss = all_outputs_loss(out)
+    assert loss.item() == pytest.approx(4.0 + 9.0) and loss.requires_grad
+    assert all_outputs_loss({"ids": torch.ones(2, dtype=torch.long)}) is None
