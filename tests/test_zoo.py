@@ -18,6 +18,12 @@ def test_latent_attention_keeps_a_key_value_head_per_head_and_others_keep_groupe
     assert gqa.get("num_key_value_heads", 2) < gqa["num_attention_heads"]
 
 
+def test_expert_widths_are_16_byte_aligned_and_other_widths_stay_odd():
+    """transformers 5 runs fused experts through grouped_mm, which needs 16-byte strides."""
+    assert shrunk_values(AutoConfig.for_model("mixtral"))["intermediate_size"] % 4 == 0
+    assert shrunk_values(AutoConfig.for_model("llama"))["intermediate_size"] % 4 != 0   # odd on purpose
+
+
 @pytest.mark.skipif(backends.get("peft").missing is not None, reason="peft is not installed")
 def test_a_batch_is_made_for_the_transformers_model_not_for_peft_s_wrapper():
     """PeftModel.forward(**kwargs) does not show decoder_input_ids: asked of the wrapper, an encoder-decoder's

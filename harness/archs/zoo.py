@@ -276,6 +276,10 @@ def _config_base():
     return getattr(transformers, "PreTrainedConfig", None) or transformers.PretrainedConfig   # 5.x / 4.x name
 
 
+_EXPERT_COUNT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+MOE_WIDTH = 40   # an expert width whose float32 rows are 16-byte aligned
+
+
 def shrunk_values(cfg) -> dict[str, Any]:
     """What the zoo shrink rule sets, dotted for sub-configs: base.SHRINK at every level, EXTRA_SHRINK,
     LIST_SHRINK, every dropout-like probability 0.1, per-layer lists cut to one layer of each kind,
@@ -309,6 +313,12 @@ def shrunk_values(cfg) -> dict[str, Any]:
         for k in ("attention_dropout", "hidden_dropout"):   # base sets these even when None
             if k in d and d[k] is None:
                 out[prefix + k] = SHRINK[k]
+        # experts that transformers 5 runs through grouped_mm need 16-byte strides: an expert width of 37 float32
+        # ("strides should be multiple of 16 bytes") left Mixtral, OLMoE, GPT-OSS, ... uncovered there
+        if any(isinstance(d.get(k), int) and d[k] > 1 for k in _EXPERT_COUNT_KEYS):
+            for k in ("intermediate_size", "moe_intermediate_size"):
+                if isinstance(out.get(prefix + k), int) and out[prefix + k] % 4:
+                    out[prefix + k] = MOE_WIDTH
         # multi-head latent attention (DeepSeek-V2/V3, LongCat-Flash, ...) has keys per attention head: a default
         # with as many key/value heads as heads keeps that (2 of 4 made a grouping no real config has, and an
         # unmasked checkpointed forward failed on it, 4 vs 8 heads: a harness-made "finding")
