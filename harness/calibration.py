@@ -33,6 +33,10 @@ TABLE_PACKAGE = "harness.baselines"
 TABLE_DIR = os.path.join(os.path.dirname(__file__), "baselines")
 KEY_FIELDS = ("arch", "method", "inputs", "task")
 LIBRARY = {"peft": "peft", "adapters": "adapters", "full": None}   # backend -> the library it calibrates
+# a plain run that ran out of memory says something about the process, not the release: a long calibration
+# process grew until every baseline after some point failed so (5.24.0, shards 5/16 and 7/16: ~250 each)
+RESOURCE = re.compile(r"can't allocate memory|Cannot allocate memory|MemoryError|could not create a primitive|"
+                      r"out of memory", re.I)
 
 
 def table_name(backend: str, transformers_version: str) -> str:
@@ -50,7 +54,9 @@ def _key_in_shards(backend: str, key: tuple, shards) -> bool:
 # measuring
 def calibrate(cells, runner, out: dict, report_line=print, after=lambda: None) -> dict:
     """Run the plain baseline of each distinct baseline key of `cells` once, filling `out` {key: record}
-    as it goes (an interrupted run keeps what finished); `after()` is called after each baseline."""
+    as it goes (an interrupted run keeps what finished); `after()` is called after each baseline. A baseline
+    that ran out of memory is recorded as `resource` and never becomes a table entry: rerun it in a fresh
+    process (a filtered calibration of its archs) to know what it does."""
     from .compare import baseline_defect
 
     todo = {}
@@ -59,11 +65,12 @@ def calibrate(cells, runner, out: dict, report_line=print, after=lambda: None) -
     for i, (key, cell) in enumerate(todo.items()):
         base = runner.plain(cell)
         defect = baseline_defect(base)
+        resource = bool(defect and RESOURCE.search(defect[1]))
         out[key] = {"backend": cell.backend, **{f: getattr(cell, f) for f in KEY_FIELDS},
-                    "outcome": defect[0].value if defect else None, "detail": defect[1] if defect else "",
-                    "seconds": round(base.seconds, 3)}
+                    "outcome": None if resource else defect[0].value if defect else None,
+                    "detail": defect[1] if defect else "", "seconds": round(base.seconds, 3), "resource": resource}
         if defect:
-            report_line(f"[{i + 1}/{len(todo)}] {key}: {defect[0].value}: {defect[1]}")
+            report_line(f"[{i + 1}/{len(todo)}] {key}: {'resource' if resource else defect[0].value}: {defect[1]}")
         after()
     return out
 
@@ -122,6 +129,9 @@ def write_tables(paths: list[str], out_dir: str = TABLE_DIR) -> list[str]:
                 seconds[rec["backend"]] += rec["seconds"]
     written = []
     for backend, recs in sorted(by_backend.items()):
+        for rec in recs.values():   # also what runs and tables made before `resource` was recorded say
+            if rec.get("outcome") and RESOURCE.search(rec.get("detail") or ""):
+                rec.update(outcome=None, resource=True)
         path = os.path.join(out_dir, table_name(backend, versions["transformers"]) + ".py")
         _write_table(path, backend, recs, sorted(shards[backend]), versions, seconds[backend])
         written.append(path)

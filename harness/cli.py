@@ -173,7 +173,11 @@ def _calibrate(args) -> int:
     if args.json:
         calibration.write_json(args.json, records, selection, complete=complete)
     failing = sum(1 for r in records.values() if r["outcome"])
+    short = sorted({r["arch"] for r in records.values() if r.get("resource")})
     print(f"# {len(records)} baselines, {failing} fail or are vacuous; {time.perf_counter() - t0:.0f} s")
+    if short:
+        print(f"# {sum(1 for r in records.values() if r.get('resource'))} ran out of memory (not tabled): rerun "
+              f"them in a fresh process: calibrate --arch {','.join(short)} ...")
     return 0 if complete else 1
 
 

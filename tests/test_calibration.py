@@ -162,3 +162,27 @@ def test_a_refusal_of_checkpointing_itself_still_shows_where_it_comes_first(make
     assert expected({**train_fails, "order": "adapter_first"}, [refusal])[0] == (Outcome.UNSUPPORTED,)
     plain = Expect({"arch": "bert"}, Outcome.UNSUPPORTED, "refuses the method", "https://x")
     assert expected(attach_fails, [plain])[0] == (Outcome.ERROR,)    # not a refusal of checkpointing: passed over
+
+
+def test_running_out_of_memory_is_never_a_table_entry(make_table):
+    """A long calibration process that ran out of memory failed every later baseline: that is the process's
+    state, not the release's behaviour, so the table must not expect `error` there."""
+    oom = "baseline build: RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 6553600 bytes"
+    mod = make_table([rec("bert", "masked", "seq_cls", "error", oom), rec("bert", "padded", "seq_cls"),
+                      rec("gpt2", "masked", "causal_lm", "error", "baseline train: RuntimeError: could not create a "
+                                                                  "primitive")])
+    assert mod.FAILS == [] and mod.CALIBRATED_ON["failing"] == 0
+    assert expected(fields("bert", "masked", "seq_cls"))[0] == (Outcome.EQUIVALENT,)
+
+
+def test_calibrate_records_a_memory_failure_as_resource():
+    from harness.run import Trace
+
+    class Runner:
+        def plain(self, cell):
+            return Trace(error="build: MemoryError: ", error_stage="build", trainable=["w"])
+
+    [cell] = [c for c in full_product("full") if c.arch == "bert" and c.inputs == "masked"
+              and c.task == "seq_cls" and c.gc_mode == "reentrant" and c.order == "gc_first"]
+    [record] = calibration.calibrate([cell], Runner(), {}, report_line=lambda s: None).values()
+    assert record["resource"] and record["outcome"] is None and "MemoryError" in record["detail"]
