@@ -44,4 +44,5 @@ def test_the_feature_loss_takes_every_finite_float_output_whether_or_not_it_requ
            "ids": torch.ones(2, dtype=torch.long)}
     loss = all_outputs_loss(out)
     assert loss.item() == pytest.approx(4.0 + 9.0) and loss.requires_grad
+    assert torch.isinf(all_outputs_loss({**out, "hidden": w * float("inf")}))   # a trained output always counts
     assert all_outputs_loss({"ids": torch.ones(2, dtype=torch.long)}) is None

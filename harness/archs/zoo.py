@@ -730,11 +730,13 @@ def all_outputs_loss(output):
     """The sum of the mean squares of every float output tensor (so that e.g. a pooler trains too), or None.
     Whether an output requires grad does not matter: the loss is the same function of the outputs in both runs
     (checkpointing may make an output require grad that plain training does not: peft's
-    enable_input_require_grads on an encoder whose layers LayerDrop skipped). A term that is not finite (a
-    float mask of -inf or finfo.min) is left out; one made non-finite by checkpointing changes the loss."""
+    enable_input_require_grads on an encoder whose layers LayerDrop skipped). A constant term that is not finite
+    (a float mask of -inf or finfo.min) is left out; an output that requires grad always counts, overflowing or
+    not (full fine-tuning of VITS overflows its waveform by step 2: both runs must see that)."""
     values = output.values() if hasattr(output, "values") else output
-    parts = [v.float().pow(2).mean() for v in values if isinstance(v, torch.Tensor) and v.is_floating_point()]
-    parts = [p for p in parts if torch.isfinite(p)]
+    parts = [(v.float().pow(2).mean(), v.requires_grad) for v in values
+             if isinstance(v, torch.Tensor) and v.is_floating_point()]
+    parts = [p for p, grad in parts if grad or torch.isfinite(p)]
     return torch.stack(parts).sum() if parts else None
 
 
