@@ -33,10 +33,11 @@ TABLE_PACKAGE = "harness.baselines"
 TABLE_DIR = os.path.join(os.path.dirname(__file__), "baselines")
 KEY_FIELDS = ("arch", "method", "inputs", "task")
 LIBRARY = {"peft": "peft", "adapters": "adapters", "full": None}   # backend -> the library it calibrates
-# a plain run that ran out of memory says something about the process, not the release: a long calibration
-# process grew until every baseline after some point failed so (5.24.0, shards 5/16 and 7/16: ~250 each)
-RESOURCE = re.compile(r"can't allocate memory|Cannot allocate memory|MemoryError|could not create a primitive|"
-                      r"out of memory", re.I)
+# a run that exhausted the address-space cap (torch's allocator, oneDNN, Python). After one such run (BOFT on the
+# tiny NeMo SpeechLM) every later run of the process failed so too (5.24.0: 245 of 261 baselines of a rerun of
+# part of shard 7/16; gc and malloc_trim did not give the memory back): what the process did, not the release
+OUT_OF_MEMORY = re.compile(r"can't allocate memory|Cannot allocate memory|MemoryError|could not create a primitive|"
+                           r"out of memory", re.I)
 
 
 def table_name(backend: str, transformers_version: str) -> str:
@@ -55,8 +56,7 @@ def _key_in_shards(backend: str, key: tuple, shards) -> bool:
 def calibrate(cells, runner, out: dict, report_line=print, after=lambda: None) -> dict:
     """Run the plain baseline of each distinct baseline key of `cells` once, filling `out` {key: record}
     as it goes (an interrupted run keeps what finished); `after()` is called after each baseline. A baseline
-    that ran out of memory is recorded as `resource` and never becomes a table entry: rerun it in a fresh
-    process (a filtered calibration of its archs) to know what it does."""
+    that ran out of memory is recorded as `resource` and never becomes a table entry (OUT_OF_MEMORY)."""
     from .compare import baseline_defect
 
     todo = {}
@@ -65,7 +65,7 @@ def calibrate(cells, runner, out: dict, report_line=print, after=lambda: None) -
     for i, (key, cell) in enumerate(todo.items()):
         base = runner.plain(cell)
         defect = baseline_defect(base)
-        resource = bool(defect and RESOURCE.search(defect[1]))
+        resource = bool(defect and OUT_OF_MEMORY.search(defect[1]))
         out[key] = {"backend": cell.backend, **{f: getattr(cell, f) for f in KEY_FIELDS},
                     "outcome": None if resource else defect[0].value if defect else None,
                     "detail": defect[1] if defect else "", "seconds": round(base.seconds, 3), "resource": resource}
@@ -130,7 +130,7 @@ def write_tables(paths: list[str], out_dir: str = TABLE_DIR) -> list[str]:
     written = []
     for backend, recs in sorted(by_backend.items()):
         for rec in recs.values():   # also what runs and tables made before `resource` was recorded say
-            if rec.get("outcome") and RESOURCE.search(rec.get("detail") or ""):
+            if rec.get("outcome") and OUT_OF_MEMORY.search(rec.get("detail") or ""):
                 rec.update(outcome=None, resource=True)
         path = os.path.join(out_dir, table_name(backend, versions["transformers"]) + ".py")
         _write_table(path, backend, recs, sorted(shards[backend]), versions, seconds[backend])
