@@ -173,11 +173,12 @@ def _calibrate(args) -> int:
     if args.json:
         calibration.write_json(args.json, records, selection, complete=complete)
     failing = sum(1 for r in records.values() if r["outcome"])
-    short = sorted({r["arch"] for r in records.values() if r.get("resource")})
+    short = [r for r in records.values() if r.get("resource")]
     print(f"# {len(records)} baselines, {failing} fail or are vacuous; {time.perf_counter() - t0:.0f} s")
-    if short:
-        print(f"# {sum(1 for r in records.values() if r.get('resource'))} ran out of memory (not tabled): rerun "
-              f"them in a fresh process: calibrate --arch {','.join(short)} ...")
+    if short:   # after one run exhausts the cap, every later run of the process fails too
+        archs = sorted({r["arch"] for r in short[1:]} - {short[0]["arch"]})
+        print(f"# {len(short)} ran out of memory (not tabled), first {short[0]['arch']}/{short[0]['method']}; "
+              f"to measure the others, in a new process: calibrate --arch {','.join(archs) or '-'} (same --shard)")
     return 0 if complete else 1
 
 
