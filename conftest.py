@@ -13,7 +13,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 def pytest_addoption(parser):
-    from harness.cells import OPTIONS
+    from harness import OPTIONS
 
     g = parser.getgroup("harness", "gradient-checkpointing equivalence matrix")
     for axis in OPTIONS:

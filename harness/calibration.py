@@ -65,14 +65,21 @@ def calibrate(cells, runner, out: dict, report_line=print, after=lambda: None) -
     for i, (key, cell) in enumerate(todo.items()):
         base = runner.plain(cell)
         defect = baseline_defect(base)
-        resource = bool(defect and OUT_OF_MEMORY.search(defect[1]))
-        out[key] = {"backend": cell.backend, **{f: getattr(cell, f) for f in KEY_FIELDS},
-                    "outcome": None if resource else defect[0].value if defect else None,
-                    "detail": defect[1] if defect else "", "seconds": round(base.seconds, 3), "resource": resource}
+        out[key] = _mark_resource({"backend": cell.backend, **{f: getattr(cell, f) for f in KEY_FIELDS},
+                                   "outcome": defect[0].value if defect else None,
+                                   "detail": defect[1] if defect else "", "seconds": round(base.seconds, 3)})
         if defect:
-            report_line(f"[{i + 1}/{len(todo)}] {key}: {'resource' if resource else defect[0].value}: {defect[1]}")
+            report_line(f"[{i + 1}/{len(todo)}] {key}: {out[key]['outcome'] or 'resource'}: {defect[1]}")
         after()
     return out
+
+
+def _mark_resource(rec: dict) -> dict:
+    """A failing record whose detail is running out of memory becomes `resource` (outcome None: not tabled)."""
+    if rec.get("outcome") and OUT_OF_MEMORY.search(rec.get("detail") or ""):
+        rec.update(outcome=None, resource=True)
+    rec.setdefault("resource", False)
+    return rec
 
 
 def write_json(path: str, records: dict, selection: dict, complete: bool) -> None:
@@ -111,7 +118,7 @@ def write_tables(paths: list[str], out_dir: str = TABLE_DIR) -> list[str]:
     for b in {b for r in runs for b in r["selection"]["backends"]}:
         by_backend[b], shards[b], seconds[b] = _table_records(b, versions)
     updates = [r for r in runs if r["selection"].get("filters")]
-    for r in [r for r in runs if r not in updates]:
+    for r in [r for r in runs if not r["selection"].get("filters")]:
         for rec in r["baselines"].values():
             by_backend[rec["backend"]][tuple(rec[f] for f in KEY_FIELDS)] = rec
             seconds[rec["backend"]] += rec["seconds"]
@@ -130,8 +137,7 @@ def write_tables(paths: list[str], out_dir: str = TABLE_DIR) -> list[str]:
     written = []
     for backend, recs in sorted(by_backend.items()):
         for rec in recs.values():   # also what runs and tables made before `resource` was recorded say
-            if rec.get("outcome") and OUT_OF_MEMORY.search(rec.get("detail") or ""):
-                rec.update(outcome=None, resource=True)
+            _mark_resource(rec)
         path = os.path.join(out_dir, table_name(backend, versions["transformers"]) + ".py")
         _write_table(path, backend, recs, sorted(shards[backend]), versions, seconds[backend])
         written.append(path)

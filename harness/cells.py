@@ -6,13 +6,11 @@ import zlib
 from dataclasses import asdict, dataclass
 from typing import Iterable, Iterator
 
-from . import backends
+from . import AXES, backends
 from .archs import archs_for
 from .archs.base import INPUTS, ArchSpec
 from .backends.base import GC_MODES, ORDERS
 
-AXES = ("backend", "arch", "method", "gc_mode", "inputs", "order", "task")   # the filters of run/calibrate/pytest
-OPTIONS = tuple(a.replace("_", "-") for a in AXES)                          # their command-line spelling
 TIERS = ("default", "full")
 
 

@@ -16,7 +16,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 
 def _filters(p: argparse.ArgumentParser) -> None:
-    from .cells import OPTIONS
+    from . import OPTIONS
 
     for axis in OPTIONS:
         p.add_argument(f"--{axis}", help=f"comma-separated {axis} values (default: all)")
