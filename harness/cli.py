@@ -59,8 +59,9 @@ def _parser() -> argparse.ArgumentParser:
     cal.add_argument("-q", "--quiet", action="store_true", help="print only the summary")
     ls = sub.add_parser("list", help="archs, methods and axes, with why anything is not covered")
     ls.add_argument("--backend")
-    ck = sub.add_parser("check", help="re-judge the cells of a run's --json against the current expectations")
-    ck.add_argument("json_path", metavar="JSON")
+    ck = sub.add_parser("check", help="re-judge the cells of runs' --json against the current expectations (several: "
+                                      "the shards of one matrix, merged into one summary)")
+    ck.add_argument("json_paths", nargs="+", metavar="JSON")
     ck.add_argument("-q", "--quiet", action="store_true", help="print only the summary")
     rp = sub.add_parser("repro", help="write a standalone script reproducing one cell")
     rp.add_argument("cell_id")
@@ -230,31 +231,49 @@ def _every(seconds: float, action):
 
 def _check(args) -> int:
     """Outcomes are a function of the cell and the installed versions; expectations are data. After editing
-    the data, this re-judges a finished run without re-running it (same versions required)."""
-    import json
-
+    the data, this re-judges finished runs without re-running them (same versions required). Several JSONs
+    (the shards of a CI matrix) are merged: one histogram; a cell in two of them is a usage error."""
     from . import report
     from .cells import AXES, SelectionError
     from .expectations import judge
 
+    cells, seen, incomplete = [], {}, []
+    for path in args.json_paths:
+        data = _read_run(path)
+        if not data.get("complete", True):
+            incomplete.append(path)
+        for r in data["cells"]:
+            if r["id"] in seen:
+                raise SelectionError(f"cell {r['id']} is in both {seen[r['id']]} and {path} (overlapping runs)")
+            seen[r["id"]] = path
+            r.update(judge({**{a: r[a] for a in AXES}, "modality": r.get("modality", "text")}, r["outcome"]))
+            if not (args.quiet or r["matches"]):
+                print(report.line(r))
+            cells.append(r)
+    print(report.summary(cells) + (f" ({len(incomplete)} incomplete run(s): {', '.join(incomplete)})"
+                                   if incomplete else ""))
+    return 0 if all(r["matches"] for r in cells) else 1
+
+
+def _read_run(path: str) -> dict:
+    """A run's --json, made with the versions installed here."""
+    import json
+
+    from . import report
+    from .cells import SelectionError
+
     try:
-        with open(args.json_path) as fh:
+        with open(path) as fh:
             data = json.load(fh)
-        cells = data["cells"]
-    except (OSError, ValueError, KeyError) as exc:
-        raise SelectionError(f"cannot read a run's JSON from {args.json_path!r}: {type(exc).__name__}: {exc}") from None
+        data["cells"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SelectionError(f"cannot read a run's JSON from {path!r}: {type(exc).__name__}: {exc}") from None
     here = report.versions()
     differ = {k: (v, here.get(k)) for k, v in data.get("versions", {}).items() if k != "python" and here.get(k) != v}
     if differ:
-        raise SelectionError("the run was made with other versions than installed here: " +
+        raise SelectionError(f"{path} was made with other versions than installed here: " +
                              ", ".join(f"{k} {a} (here {b})" for k, (a, b) in differ.items()))
-    for r in cells:
-        r.update(judge({**{a: r[a] for a in AXES}, "modality": r.get("modality", "text")},
-                       r["outcome"]))
-        if not (args.quiet or r["matches"]):
-            print(report.line(r))
-    print(report.summary(cells) + ("" if data.get("complete", True) else " (an incomplete run)"))
-    return 0 if all(r["matches"] for r in cells) else 1
+    return data
 
 
 def _check_memory_and_json(args) -> None:

@@ -29,7 +29,8 @@ def histogram(results: list[dict]) -> str:
 def summary(results: list[dict]) -> str:
     bad = sum(not r["matches"] for r in results)
     return (f"{len(results)} cells: {histogram(results)}; "
-            f"{len(results) - bad} as expected, {bad} not as expected")
+            f"{len(results) - bad} as expected, {bad} not as expected; "
+            f"cell time {sum(r.get('seconds', 0.0) for r in results):.0f} s")
 
 
 def write_json(path: str, results: list[dict], complete: bool = True) -> None:

@@ -184,6 +184,15 @@ def test_check_rejudges_a_run_against_the_expectations(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "FAIL full-roberta-full-reentrant-masked-gc_first: mismatch" in out and "albert" not in out
     assert "3 cells: " in out and "2 as expected, 1 not as expected" in out
+    # the shards of one matrix merge into one summary; a cell in two of them is a usage error
+    other = tmp_path / "r2.json"
+    other.write_text(json.dumps({"versions": report.versions(), "complete": False, "cells": [
+        record("distilbert", "gc_error")]}))
+    assert cli.main(["check", "-q", str(path), str(other)]) == 1
+    out = capsys.readouterr().out
+    assert "4 cells: " in out and "2 as expected, 2 not as expected" in out and f"incomplete run(s): {other}" in out
+    assert cli.main(["check", str(path), str(path)]) == 2
+    assert "is in both" in capsys.readouterr().err
     path.write_text(json.dumps({"versions": {**report.versions(), "torch": "0.1"}, "cells": []}))
     assert cli.main(["check", str(path)]) == 2
     assert "other versions than installed here: torch 0.1" in capsys.readouterr().err
