@@ -1,0 +1,81 @@
+"""Run a whole matrix on one machine as N shards in fresh processes, then one merged summary.
+
+    python benchmarks/matrix.py --backend peft --parts 64 --jobs 2 --out runs/peft
+    python benchmarks/matrix.py --backend peft --parts 64 --out runs/peft --only 1-8   # some parts now, the rest later
+
+What a CI matrix of `python -m harness run --shard K/N` jobs does, for a machine without one: each part is
+its own process (a run that exhausts the memory cap leaves later parts unharmed) writing OUT/r_K_of_N.json;
+parts whose JSON is already complete are not run again, so an interrupted matrix resumes. At the end it
+prints each part's wall time and `python -m harness check -q` over every part found (the histogram).
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+
+def parts(spec: str | None, n: int) -> list[int]:
+    if not spec:
+        return list(range(1, n + 1))
+    out: list[int] = []
+    for piece in spec.split(","):
+        lo, _, hi = piece.partition("-")
+        out += range(int(lo), int(hi or lo) + 1)
+    if not out or min(out) < 1 or max(out) > n:
+        raise SystemExit(f"error: --only {spec!r}: parts are 1..{n}")
+    return out
+
+
+def complete(path: str) -> bool:
+    try:
+        with open(path) as fh:
+            return bool(json.load(fh).get("complete"))
+    except (OSError, ValueError):
+        return False
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--backend", required=True)
+    ap.add_argument("--parts", type=int, required=True, help="N: the number of shards")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes at once (default: cores)")
+    ap.add_argument("--out", required=True, help="folder for r_K_of_N.json and r_K_of_N.log")
+    ap.add_argument("--only", help="parts to run now, e.g. 1-8,12 (default: all)")
+    ap.add_argument("run_args", nargs="*", help="more `harness run` options, after --")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    n = args.parts
+
+    def path(k: int, ext: str) -> str:
+        return os.path.join(args.out, f"r_{k}_of_{n}.{ext}")
+
+    todo = [k for k in parts(args.only, n) if not complete(path(k, "json"))]
+    print(f"# {len(todo)} parts of {n} to run, {args.jobs} at a time", flush=True)
+
+    def one(k: int) -> None:
+        t0 = time.perf_counter()
+        with open(path(k, "log"), "w") as log:
+            rc = subprocess.call([sys.executable, "-m", "harness", "run", "--backend", args.backend, "--shard",
+                                  f"{k}/{n}", "--json", path(k, "json"), "-q", *args.run_args],
+                                 stdout=log, stderr=subprocess.STDOUT)
+        print(f"part {k}/{n}: exit {rc}, {time.perf_counter() - t0:.0f} s wall", flush=True)
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(args.jobs) as pool:
+        list(pool.map(one, todo))
+    print(f"# {len(todo)} parts in {time.perf_counter() - t0:.0f} s wall", flush=True)
+    found = sorted(glob.glob(os.path.join(args.out, f"r_*_of_{n}.json")))
+    if not found:
+        return 1
+    print(f"# {len(found)} of {n} parts found", flush=True)
+    return subprocess.call([sys.executable, "-m", "harness", "check", "-q", *found])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
