@@ -2,7 +2,7 @@
 
 A case is a standalone script declaring, as plain data at module top:
     AFFECTED = {"package": "<PEP 440 specifier>", ...}  # bug present when ALL match
-    REQUIRES = ["torch", ...]
+    REQUIRES = ["torch", "transformers>=4.49", ...]   # requirement strings; unmet -> skipped
     LINKS = ["https://..."]
 It exits 0 when the libraries behave correctly, 1 when the bug is present, 2 when it
 cannot run. Expected exit code: 1 if every AFFECTED specifier matches the installed
@@ -17,6 +17,7 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
@@ -56,7 +57,10 @@ def test_case(case):
     assert isinstance(affected, dict) and affected, f"{case.name}: AFFECTED must be a non-empty dict"
     assert decl["LINKS"], f"{case.name}: LINKS must name the upstream issue/PR"
 
-    missing = [dist for dist in dict.fromkeys([*requires, *affected]) if installed_version(dist) is None]
+    # a requirement may carry a version: a model the installed release does not have yet is no verdict
+    needs = [Requirement(r) for r in dict.fromkeys([*requires, *affected])]
+    missing = [str(r) for r in needs if installed_version(r.name) is None
+               or not r.specifier.contains(Version(installed_version(r.name)), prereleases=True)]
     if missing:
         pytest.skip(f"{case.name} needs {', '.join(missing)}, not installed")
 
