@@ -22,6 +22,7 @@ SAMPLE = [
     "full-parakeet_ctc-full-non_reentrant-unmasked-gc_first",          # mismatch (BatchNorm stats), zoo arch
     "full-gpt_bigcode-full-non_reentrant-masked-gc_first",             # not_checkpointed, zoo arch
     "peft-llama-poly-non_reentrant-masked-gc_first",                   # gc_error, peft
+    "full-udop-full-reentrant-masked-gc_first",    # equivalent: on 4.57.6 a float32 ReLU flip that float64 settles
 ]
 
 
@@ -50,3 +51,34 @@ def test_generated_script_reproduces_the_cell(tmp_path, cell_id):
     assert m, q.stdout + q.stderr
     assert m.group(1) == want, q.stdout
     assert q.returncode == (0 if want == "equivalent" else 1)
+
+
+def test_script_holds_the_cells_batches_exactly(tmp_path):
+    """Float inputs too (pixels, boxes): a redrawn stand-in changed UDOP's outcome."""
+    import runpy
+
+    import torch
+
+    from harness.archs import archs_for
+    from harness.archs.base import build_model
+    from harness.cells import SelectionError, find
+    from harness.repro import write_repro
+
+    cell_id = "full-udop-full-reentrant-masked-gc_first"
+    try:
+        cell = find(cell_id)
+    except SelectionError:
+        pytest.skip(f"{cell_id} is not in the matrix of this transformers")
+    path = write_repro(cell_id, str(tmp_path / "repro.py"))
+    batches = runpy.run_path(path, run_name="not_main")["BATCHES"]
+    arch = archs_for("full")[cell.arch]
+    torch.manual_seed(0)
+    model = build_model(arch, cell.task)
+    floats = 0
+    for step, got in enumerate(batches):
+        want = arch.make_batch(cell.task, model, cell.inputs, step, 0)
+        assert got.keys() == want.keys()
+        for k, v in want.items():
+            assert torch.equal(got[k], v) and got[k].dtype == v.dtype, (step, k)
+            floats += v.is_floating_point() and v.numel() > 64
+    assert floats, "the cell has no large float input: it tests nothing"
