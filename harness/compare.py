@@ -152,12 +152,14 @@ def compare(base: Trace, replay: Trace | None, cand: Trace, dtype: str = "float3
         return v(Outcome.MISSING_GRAD, f"trainable parameter sets differ ({len(extra)}): first {extra[0]}",
                  tolerance=tol)
 
-    # missing_grad: zero vs non-zero, and None (cut from the graph) vs a tensor, per step and parameter. A zero
-    # gradient in the baseline is still a gradient: a parameter whose upstream is all zero at random init (e.g.
-    # Gemma3's zero-initialised projector in front of its vision tower) shows that it was cut off only this way
-    # (and an optimiser with weight decay treats None and zero differently).
+    # missing_grad: the checkpointed run lacks what the baseline has, per step and parameter: a non-zero gradient
+    # (it gets zero or None), or any gradient (None: cut from the graph). A zero gradient in the baseline is still
+    # a gradient: a parameter whose upstream is all zero at random init (e.g. Gemma3's zero-initialised projector
+    # in front of its vision tower) shows that it was cut off only this way (and an optimiser with weight decay
+    # treats None and zero differently). The other way round (a gradient where the baseline's is zero: Qwen3-VL's
+    # other mask) nothing is missing: the values differ, which the walk below measures.
     def differs(g, h) -> bool:
-        return _has(g) != _has(h) or (g is None) != (h is None)
+        return (_has(g) and not _has(h)) or (g is not None and h is None)
 
     for step, (gb, gc) in enumerate(zip(base.grads, cand.grads)):
         for name in base.trainable:

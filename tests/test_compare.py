@@ -61,6 +61,9 @@ def test_missing_grad_none_and_zero():
     zero_w = {"w": torch.zeros(3, dtype=torch.float64)}
     v = compare(make(grads=zero_w), make(grads=zero_w), make(grads={"w": None}))
     assert v.outcome is Outcome.MISSING_GRAD and "w gets no gradient (None) with checkpointing, baseline a zero" in v.detail
+    # the other way round nothing is missing: a gradient where the baseline's is zero is a value difference
+    v = compare(make(grads=zero_w), make(grads=zero_w), make())
+    assert v.outcome is Outcome.MISMATCH and v.detail.startswith("first at step 1 grad w"), v.detail
 
 
 def test_gc_error_and_error_and_unsupported():
