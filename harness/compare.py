@@ -106,9 +106,11 @@ def baseline_defect(base: Trace) -> tuple[Outcome, str] | None:
     gets a non-zero gradient, so there is nothing to compare). None for a usable baseline."""
     if not base.ok:
         return (Outcome.UNSUPPORTED if base.unsupported else Outcome.ERROR), f"baseline {base.error}"
+    if not base.trainable:   # e.g. OSF skipping GPT-2's Conv1D layers: every step had nothing to train
+        return Outcome.ERROR, "vacuous baseline: nothing is trainable"
     exercised = _nonzero_set(base)
     dead = [n for n in base.trainable if n not in exercised]
-    if dead and len(dead) == len(base.trainable):
+    if len(dead) == len(base.trainable):
         return Outcome.ERROR, (f"vacuous baseline: none of the {len(dead)} trainable tensors gets a non-zero "
                                f"gradient in {len(base.losses)} steps")
     return None

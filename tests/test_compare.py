@@ -97,6 +97,12 @@ def test_vacuous_baseline_is_error_and_unexercised_is_reported():
     c = make()
     c.grads = [dict(zero), dict(zero)]
     assert compare(b, b, c).outcome is Outcome.ERROR
+    # nothing trainable at all (every step skipped: no module holding a trainable tensor ran) is vacuous too
+    b, c = base(), make()
+    for t in (b, c):
+        t.trainable, t.grads = [], [{}, {}]
+    v = compare(b, b, c)
+    assert v.outcome is Outcome.ERROR and "nothing is trainable" in v.detail, v.detail
     b, c = base(), make()
     for t in (b, c):
         for step in t.grads:
