@@ -296,6 +296,19 @@ EXPECTATIONS: list[Expect] = [
            "shorter decoder sequence with them (index out of bounds), with or without checkpointing",
            f"{ADAPTERS_SRC}/methods/reft.py", {"adapters": ">=1.2"}),
     # ---- checkpointing findings (real bugs) ----------------------------------------------------
+    # UniLoRA trains one vector shared by every adapted layer: where some layers lose their gradient (below), the
+    # shared vector still gets the others' part, a value difference; where the lost part is zero anyway, none
+    Expect({**P, "arch": KEYWORD_HIDDEN_STATES, "method": "unilora", "gc_mode": "reentrant"},
+           (Outcome.MISSING_GRAD, Outcome.GC_ERROR, Outcome.MISMATCH),
+           "the keyword hidden_states loss of gradients (below) in the layers of one tower; UniLoRA's one shared "
+           "vector keeps the other tower's part of its gradient: mismatch (seen on Chinese-CLIP, 4.57.6)",
+           f"{TF_SRC}/modeling_layers.py", {"peft": ">=0.18", "transformers": ">=4.57"}),
+    Expect({**P, "arch": "gemma3", "method": "unilora", "gc_mode": "reentrant", "order": "gc_first"},
+           Outcome.EQUIVALENT,
+           "the vision tower's adapters lose their gradient (the vision-language rule below), but they share "
+           "UniLoRA's one vector with the text side, and Gemma3's zero-initialised, frozen projector makes the "
+           "vision part of its gradient zero in the plain run too: the same values (seen on 4.57.6)",
+           f"{TF_SRC}/models/gemma3/modeling_gemma3.py", {"peft": ">=0.18", "transformers": ">=4.57,<5"}),
     Expect({"arch": KEYWORD_HIDDEN_STATES, "gc_mode": "reentrant"}, (Outcome.MISSING_GRAD, Outcome.GC_ERROR),
            "the encoder passes hidden_states to each layer by keyword; GradientCheckpointingLayer binds keywords into a "
            "partial, so the reentrant checkpoint gets no tensor input, runs the layer under no_grad and cuts everything "
