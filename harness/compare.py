@@ -116,14 +116,17 @@ def baseline_defect(base: Trace) -> tuple[Outcome, str] | None:
     return None
 
 
-def compare(base: Trace, replay: Trace | None, cand: Trace, dtype: str = "float32") -> Verdict:
+def compare(base: Trace | None, replay: Trace | None, cand: Trace, dtype: str = "float32") -> Verdict:
+    """`base` None: not run, because the library refused checkpointing itself (`cand` says so)."""
     def v(outcome, detail, **kw):
         return Verdict(outcome, detail, recomputed_segments=cand.recomputed_segments,
-                       saved_bytes={"baseline": base.saved_bytes, "candidate": cand.saved_bytes}, **kw)
+                       saved_bytes={"baseline": base.saved_bytes if base else 0, "candidate": cand.saved_bytes}, **kw)
 
-    defect = baseline_defect(base)
+    defect = baseline_defect(base) if base is not None else None
     if defect:
         return v(*defect)
+    if base is None and (cand.ok or not cand.unsupported):
+        raise ValueError("a baseline is needed unless the checkpointed run is the library's refusal")
     if not cand.ok:
         if cand.unsupported:
             return v(Outcome.UNSUPPORTED, f"checkpointed {cand.error}")

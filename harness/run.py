@@ -110,7 +110,10 @@ class Probe:
 
     def _pack(self, t):
         self.saved += t.numel() * t.element_size()
-        return t
+        # detached: `t` may be the op's own output, whose grad_fn owns this saved tensor -- keeping `t` would close
+        # a cycle through C++ that no gc can see, leaking the whole graph of a forward that never reaches its
+        # backward (a run failing mid-forward: every later run of the process then ran out of memory)
+        return t.detach()
 
     def __enter__(self):
         reg = torch.nn.modules.module
@@ -134,8 +137,15 @@ class Probe:
             self.in_backward = False
 
 
-def _snapshot(t: torch.Tensor) -> torch.Tensor:
-    return t.detach().to("cpu", torch.float64, copy=True)
+def _snapshot(t: torch.Tensor, memo: dict | None = None) -> torch.Tensor:
+    """A float64 copy of `t`; with `memo`, one copy per distinct tensor (a state dict lists a shared tensor, e.g.
+    RandLoRA's random bases, under every layer's key: 9 GB of copies for the tiny minicpm_ocr)."""
+    if memo is None:
+        return t.detach().to("cpu", torch.float64, copy=True)
+    key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.stride(), t.dtype, t.device)
+    if key not in memo:
+        memo[key] = _snapshot(t)
+    return memo[key]
 
 
 class CellRecipe:
@@ -230,7 +240,8 @@ def train_recipe(recipe, gc: bool, order: str, steps: int, seed: int, lr: float,
                 if opt is not None:
                     opt.step()
                     opt.zero_grad(set_to_none=True)
-            trace.state = {k: _snapshot(v) for k, v in model.state_dict().items()}
+            memo = {}
+            trace.state = {k: _snapshot(v, memo) for k, v in model.state_dict().items()}
         except Exception as exc:  # noqa: BLE001 - a crashing cell is that cell's outcome
             trace.error = f"{stage}: {type(exc).__name__}: {_one_line(str(exc))}"
             trace.error_stage = stage
@@ -367,7 +378,7 @@ class Runner:
         cand = self._train(cell, cell.gc_mode)
         if cand.unsupported and cand.error_stage == "enable_gc":
             # the library refuses checkpointing itself: no baseline is needed to say so
-            verdict = compare(Trace(), None, cand, self.options.dtype)
+            verdict = compare(None, None, cand, self.options.dtype)
         else:
             base, replay = self.baseline(cell)
             verdict = compare(base, replay, cand, self.options.dtype)

@@ -215,3 +215,34 @@ def test_a_step_where_nothing_trainable_runs_is_skipped_not_an_error_but_a_lost_
     assert [g["layer.weight"] is None for g in plain.grads] == [False, True, False]
     broken = train_recipe(_DroppableRecipe(), gc=True, **kw)
     assert not broken.ok and "does not require grad" in broken.error and broken.error_stage == "train"
+
+
+def test_a_forward_that_never_reaches_backward_leaves_no_graph_behind():
+    """The probe's saved-tensor hook must not keep an op's own output: its grad_fn owns the saved slot, a cycle
+    through C++ that gc cannot see, so a run failing mid-forward leaked its whole graph (NeMo SpeechLM + BOFT:
+    6.3 GB held, every later run of the process out of memory)."""
+    import gc
+    import weakref
+
+    from harness.run import Probe
+
+    w = torch.randn(4, 4, requires_grad=True)
+    with Probe() as probe, probe.saving():
+        y = (torch.randn(2, 4) @ w).exp()   # exp saves its own output
+    ref = weakref.ref(y)
+    del y
+    gc.collect()
+    assert ref() is None
+
+
+def test_state_snapshot_copies_a_shared_tensor_once():
+    """A state dict lists a shared tensor under every key that uses it (RandLoRA's random bases: 9 GB of float64
+    copies for the tiny MiniCPM-o); the snapshot makes one copy per distinct tensor, and distinct views stay apart."""
+    from harness.run import _snapshot
+
+    base = torch.randn(4, 4)
+    state = {"a": base, "b": base, "row": base[1], "other": torch.randn(4, 4)}
+    memo = {}
+    snap = {k: _snapshot(v, memo) for k, v in state.items()}
+    assert snap["a"] is snap["b"] and snap["a"].dtype == torch.float64
+    assert torch.equal(snap["row"], base[1].double()) and snap["row"] is not snap["a"] and len(memo) == 3
