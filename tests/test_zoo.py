@@ -46,3 +46,19 @@ def test_the_feature_loss_takes_every_finite_float_output_whether_or_not_it_requ
     assert loss.item() == pytest.approx(4.0 + 9.0) and loss.requires_grad
     assert torch.isinf(all_outputs_loss({**out, "hidden": w * float("inf")}))   # a trained output always counts
     assert all_outputs_loss({"ids": torch.ones(2, dtype=torch.long)}) is None
+
+
+def test_rope_overrides_take_the_installed_form_and_mrope_sections_fit_the_head():
+    """transformers 5 keeps rope_theta inside rope_parameters and reads rope_scaling as its alias: an override of
+    rope_scaling is merged there (replacing it left rope_theta None); 4.x configs keep the override as written."""
+    from types import SimpleNamespace
+
+    from harness.archs.zoo import _mrope_sections, rope_form
+
+    over = {"text_config.rope_scaling": {"type": "default", "rope_type": "default", "mrope_section": [2, 1, 1]}}
+    v5 = SimpleNamespace(text_config=SimpleNamespace(rope_parameters={"rope_type": "default", "rope_theta": 5e6}))
+    assert rope_form(v5, over) == {"text_config.rope_parameters": {"rope_type": "default", "rope_theta": 5e6,
+                                                                   "mrope_section": [2, 1, 1]}}
+    v4 = SimpleNamespace(text_config=SimpleNamespace(rope_theta=5e6, rope_scaling=None))
+    assert rope_form(v4, over) == over
+    assert _mrope_sections(8) == [2, 1, 1] and _mrope_sections(8, 0.5) == [1, 1, 0] and sum(_mrope_sections(16)) == 8

@@ -254,7 +254,8 @@ def feed_of(cls, task: str, cfg=None) -> tuple[str | None, str]:
         return "text+pixels", "multimodal"
     if main == "input_ids":
         if cfg is not None and hasattr(cfg, "vision_config") and _image_token_id(cfg) is not None:
-            return "vlm", "multimodal"     # a language model fed image tokens + pixels
+            # a language model fed image tokens + pixels; as flattened patches + their grid when it takes one
+            return ("vlm_grid" if _accepts(cls, "image_grid_thw") else "vlm"), "multimodal"
         return "text", "text"
     if main == "pixel_values":
         return "pixels", "vision"
@@ -325,6 +326,17 @@ def shrunk_values(cfg) -> dict[str, Any]:
         if "kv_lora_rank" in d and d.get("num_key_value_heads") == d.get("num_attention_heads") and \
                 prefix + "num_attention_heads" in out:
             out[prefix + "num_key_value_heads"] = out[prefix + "num_attention_heads"]
+        # multimodal rotary sections (transformers 5 keeps rope settings in `rope_parameters`, and a model that
+        # splits its rotary frequencies into (t, h, w) sections defaults them in code to a full-size head,
+        # [16, 24, 24] and the like): sections that fit the shrunk head, on language-model configs whose modeling
+        # code reads `mrope_section` (4.x keeps them in rope_scaling: PER_ARCH sets them there)
+        rp = d.get("rope_parameters")
+        if isinstance(rp, dict) and isinstance(rp.get("rope_type"), str) and "vocab_size" in d and _reads_mrope(c):
+            out[prefix + "rope_parameters"] = {**rp, "mrope_section": _mrope_sections(
+                out.get(prefix + "head_dim") or d.get("head_dim") or
+                out.get(prefix + "hidden_size", SHRINK["hidden_size"]) //
+                out.get(prefix + "num_attention_heads", SHRINK["num_attention_heads"]),
+                rp.get("partial_rotary_factor", d.get("partial_rotary_factor")))}
         # per-layer lists sized to the default depth follow the shrunk depth (keep one layer of each kind)
         n = d.get("num_hidden_layers")
         if isinstance(n, int) and n > 2:
@@ -358,6 +370,61 @@ def shrunk_values(cfg) -> dict[str, Any]:
             and cfg.decoder_start_token_id is None:
         out["decoder_start_token_id"] = 0     # T5's documented choice: the pad id
     return out
+
+
+@functools.lru_cache(maxsize=None)
+def _modeling_reads_mrope(config_module: str) -> bool:
+    """Whether the modeling module next to a config module reads rotary sections (`mrope_section`)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(config_module.replace(".configuration_", ".modeling_"))
+    if spec is None or not spec.origin:
+        return False
+    with open(spec.origin) as f:
+        return "mrope_section" in f.read()
+
+
+def _reads_mrope(c) -> bool:
+    mod = type(c).__module__
+    return ".configuration_" in mod and _modeling_reads_mrope(mod)
+
+
+def _mrope_sections(head_dim: int, partial_rotary_factor=None) -> list[int]:
+    """(t, h, w) rotary sections summing to half the rotary width: 8 -> [2, 1, 1], half-rotary 8 -> [1, 1, 0]."""
+    half = int(head_dim * (partial_rotary_factor or 1.0)) // 2
+    return [half // 3 + (1 if i < half % 3 else 0) for i in range(3)]
+
+
+def rope_form(cfg, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Per-arch overrides in the installed transformers' form: transformers 5 keeps rope settings (rope_theta
+    too) in `rope_parameters` and reads `rope_scaling` as an alias of it, so an override of rope_scaling would
+    replace the whole dict (rope_theta None: "unsupported operand type(s) for ** or pow(): 'NoneType'"); there it
+    is merged into the config's rope_parameters instead. 4.x configs have no rope_parameters: unchanged."""
+    out = {}
+    for k, v in overrides.items():
+        *path, last = k.split(".")
+        target = cfg
+        for p in path:
+            target = getattr(target, p, None)
+        rp = vars(target).get("rope_parameters") if target is not None else None
+        if last == "rope_scaling" and isinstance(v, dict) and isinstance(rp, dict):
+            key = ".".join([*path, "rope_parameters"])
+            out[key] = {**rp, **out.get(key, {}), **{a: b for a, b in v.items() if a != "type"}}
+        else:
+            out[k] = v
+    return out
+
+
+def arch_overrides(model_type: str, cfg=None) -> dict[str, Any]:
+    """PER_ARCH's config overrides of a model_type, in the installed transformers' form (:func:`rope_form`)."""
+    over = PER_ARCH.get(model_type, {}).get("overrides", {})
+    if not over:
+        return {}
+    if cfg is None:
+        from transformers import AutoConfig
+
+        cfg = AutoConfig.for_model(model_type)
+    return rope_form(cfg, over)
 
 
 def _nested(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -484,7 +551,7 @@ def generic_spec(model_type: str, task: str | None = None) -> tuple[ZooSpec | No
     spec = ZooSpec(
         name=model_type, model_type=model_type, tasks=(t,), modality=modality,
         decoder_only=(t == "causal_lm"), inputs=fix.get("inputs", base.INPUTS if feed == "text" else ("unmasked",)),
-        overrides=LazyOverrides(model_type, fix.get("overrides", {})),
+        overrides=LazyOverrides(model_type, arch_overrides(model_type)),
         head_classes={t: name} if name != _auto_head(model_type, t) else {},
         notes="generic rule; not surveyed on this transformers", feed=feed,
         enc_dec=is_encoder_decoder(model_type), status="generic")
@@ -700,6 +767,8 @@ def _vlm_batch(spec, task, model, inputs, gen) -> dict[str, Any]:
         ids = ids.masked_fill(mask == 0, pad if isinstance(pad, int) else 0)
         batch["attention_mask"] = mask
     batch["input_ids"] = ids
+    if _accepts(type(model), "mm_token_type_ids"):   # transformers 5 M-RoPE VLMs: 0 text, 1 image token
+        batch["mm_token_type_ids"] = (ids == tok).to(torch.int32)
     if task == "causal_lm":
         labels = ids.masked_fill(ids == tok, -100)
         if "attention_mask" in batch:
@@ -916,7 +985,8 @@ def survey_one(model_type: str, timeout: float = 120.0, check: bool = True) -> d
         from transformers import AutoConfig
 
         cfg0 = AutoConfig.for_model(model_type)
-        overrides = {**generic_overrides(model_type, fix.get("overrides", {})), **fix.get("overrides", {})}
+        fixed = arch_overrides(model_type, cfg0)
+        overrides = {**generic_overrides(model_type, fixed), **fixed}
     except Exception as exc:  # noqa: BLE001
         return {"status": "not_covered", "reason": f"construction fails: config: {type(exc).__name__}: "
                                                     f"{_one_line(exc)}"}
