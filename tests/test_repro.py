@@ -62,15 +62,16 @@ def test_script_holds_the_cells_batches_exactly(tmp_path):
     from harness.archs import archs_for
     from harness.archs.base import build_model
     from harness.cells import SelectionError, find
-    from harness.repro import write_repro
+    from harness.repro import script
 
     cell_id = "full-udop-full-reentrant-masked-gc_first"
     try:
         cell = find(cell_id)
     except SelectionError:
         pytest.skip(f"{cell_id} is not in the matrix of this transformers")
-    path = write_repro(cell_id, str(tmp_path / "repro.py"))
-    batches = runpy.run_path(path, run_name="not_main")["BATCHES"]
+    path = tmp_path / "repro.py"
+    path.write_text(script(cell_id, with_outcome=False))
+    batches = runpy.run_path(str(path), run_name="not_main")["BATCHES"]
     arch = archs_for("full")[cell.arch]
     torch.manual_seed(0)
     model = build_model(arch, cell.task)
