@@ -120,7 +120,9 @@ NORM_BEFORE_LAYERS = (
     "nezha", "nystromformer", "open-llama", "plbart", "prophetnet", "rembert", "roberta", "roberta-prelayernorm",
     "roc_bert", "roformer", "splinter", "tapas", "trocr", "vilt", "visual_bert", "xlm-prophetnet", "xlm-roberta",
     "xmod", "yoso",
-    "mistral3")   # Pixtral's ln_pre in front of the vision layers; the projector's norm feeds the text layers
+    # vision-language models: a norm in front of the vision layers (Pixtral's ln_pre, CLIP's pre_layrnorm), and the
+    # text layers take the projected image features (probed on Mistral3: ln_pre and the projector norm adapted)
+    "mistral3", "llava", "vipllava")
 A = {"backend": "adapters"}
 P = {"backend": "peft"}
 PEFT_SRC = "https://github.com/huggingface/peft/blob/v0.21.2/src/peft"
@@ -311,12 +313,6 @@ EXPECTATIONS: list[Expect] = [
            "UniLoRA's one vector with the text side, and Gemma3's zero-initialised, frozen projector makes the "
            "vision part of its gradient zero in the plain run too: the same values (seen on 4.57.6)",
            f"{TF_SRC}/models/gemma3/modeling_gemma3.py", {"peft": ">=0.18", "transformers": ">=4.57,<5"}),
-    Expect({**P, "modality": "multimodal", "method": "unilora", "gc_mode": "reentrant", "order": "gc_first"},
-           (Outcome.MISSING_GRAD, Outcome.MISMATCH, Outcome.EQUIVALENT),
-           "the vision tower's adapters lose their gradient (the vision-language rule below) but share UniLoRA's one "
-           "vector with the text side: the loss shows only as a value difference the size of the vision part, "
-           "below the tolerance where that part is small (InternVL feature: 5e-9; seen on 4.57.6)",
-           f"{TF_SRC}/modeling_utils.py#L2856", {"peft": ">=0.18", "transformers": ">=4.57,<5"}),
     Expect({**P, "arch": ("seamless_m4t", "seamless_m4t_v2"), "method": "unilora", "gc_mode": "reentrant",
             "order": "gc_first"}, (Outcome.EQUIVALENT, Outcome.MISMATCH),
            "the text encoder's adapters lose their gradient (its embeddings are not get_input_embeddings(), below), "
@@ -479,6 +475,12 @@ EXPECTATIONS: list[Expect] = [
            "transformers 5 tolerates models without get_input_embeddings in enable_input_require_grads (a warning, no "
            "hook): with reentrant checkpointing the adapters inside the layers then get no gradient, in either order",
            "https://github.com/huggingface/transformers/pull/42558", {"peft": ">=0.14", "transformers": ">=5"}),
+    Expect({**P, "modality": "multimodal", "method": "unilora", "gc_mode": "reentrant", "order": "gc_first"},
+           (Outcome.MISSING_GRAD, Outcome.MISMATCH, Outcome.EQUIVALENT),
+           "the vision tower's adapters lose their gradient (the vision-language rule below) but share UniLoRA's one "
+           "vector with the text side: the loss shows only as a value difference the size of the vision part, "
+           "below the tolerance where that part is small (InternVL feature: 5e-9; seen on 4.57.6)",
+           f"{TF_SRC}/modeling_utils.py#L2856", {"peft": ">=0.18", "transformers": ">=4.57,<5"}),
     Expect({**P, "modality": "multimodal", "method": PEFT_WEIGHT_METHODS + ("ln_tuning",), "gc_mode": "reentrant",
             "order": "gc_first"}, (Outcome.MISSING_GRAD, Outcome.MISMATCH),
            "enable_input_require_grads hooks only the text embeddings of a vision-language model: the adapters "
