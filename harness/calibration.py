@@ -66,7 +66,7 @@ def calibrate(cells, runner, out: dict, report_line=print, after=lambda: None) -
         base = runner.plain(cell)
         defect = baseline_defect(base)
         seconds = base.seconds
-        del base   # its float64 copy of the model's state (4 GB: RandLoRA on qwen3_5_text) is not kept through the next run
+        del base   # its float64 copy of the state (4 GB: RandLoRA on qwen3_5_text) is not kept through the next run
         out[key] = _mark_resource({"backend": cell.backend, **{f: getattr(cell, f) for f in KEY_FIELDS},
                                    "outcome": defect[0].value if defect else None,
                                    "detail": defect[1] if defect else "", "seconds": round(seconds, 3)})

@@ -137,8 +137,10 @@ def test_expectations_are_versioned_data_with_reasons():
     for e in EXPECTATIONS:
         assert e.reason and e.link.startswith("https://")
         # `equivalent` only alone: an exception carved out of a broader entry further down, never a way
-        # to make an entry lenient (an expected failure that comes out equivalent must fail the run)
-        assert Outcome.EQUIVALENT not in e.outcomes or e.outcomes == (Outcome.EQUIVALENT,)
+        # to make an entry lenient (an expected failure that comes out equivalent must fail the run); the one
+        # exception is a loss the comparator cannot always see (a tensor shared by every layer), flagged as such
+        assert Outcome.EQUIVALENT not in e.outcomes or e.outcomes == (Outcome.EQUIVALENT,) or (
+            e.below_tolerance and e.match.get("method") == "unilora"), e.reason
     fields = dict(backend="adapters", arch="bert", method="lora", gc_mode="reentrant", inputs="masked",
                   order="gc_first", task="seq_cls")
     assert expected(fields)[0] == (Outcome.UNSUPPORTED,)
