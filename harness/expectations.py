@@ -433,8 +433,7 @@ EXPECTATIONS: list[Expect] = [
            "is the layers' input, so reentrant checkpointing works whatever enable_input_require_grads did (also on "
            "transformers 5, where CANINE has no input embeddings to hook: seen there in both orders)",
            f"{PEFT_SRC}/tuners/ln_tuning", {"peft": ">=0.14"}),
-    # UniLoRA trains one vector shared by every adapted layer: where a rule below loses the gradients of some layers,
-    # the vector keeps the others' part, so the loss shows only as a value difference the size of the lost part
+    # UniLoRA again (see below_tolerance)
     Expect({**P, "arch": EMBEDDINGS_NOT_CALLED + ENCODER_NOT_HOOKED, "method": "unilora", "gc_mode": "reentrant"},
            (Outcome.MISSING_GRAD, Outcome.GC_ERROR, Outcome.MISMATCH, Outcome.EQUIVALENT),
            "the encoder's adapters lose their gradient (the rules below) but share UniLoRA's one vector with the "
