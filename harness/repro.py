@@ -159,7 +159,6 @@ METHOD_CONFIG = {method_config}
 UNSUPPORTED = {unsupported}
 
 
-
 def exact(shape, dtype, data):
     """A float tensor stored exactly: its bytes in base64."""
     return torch.frombuffer(bytearray(base64.b64decode(data)), dtype=getattr(torch, dtype)).reshape(shape).clone()

@@ -502,14 +502,16 @@ def generic_overrides(model_type: str, extra: Mapping[str, Any] = ()) -> dict[st
 
 
 class LazyOverrides(Mapping):
-    """Overrides computed on first use (model types the survey table does not know)."""
+    """Overrides computed on first use (model types the survey table does not know): the generic rule's, and
+    PER_ARCH's in the installed transformers' form (:func:`arch_overrides`, which builds the default config)."""
 
-    def __init__(self, model_type: str, extra: Mapping[str, Any] = ()):
-        self.model_type, self.extra, self._d = model_type, dict(extra), None
+    def __init__(self, model_type: str):
+        self.model_type, self._d = model_type, None
 
     def _get(self) -> dict:
         if self._d is None:
-            self._d = {**generic_overrides(self.model_type, self.extra), **self.extra}
+            fixed = arch_overrides(self.model_type)
+            self._d = {**generic_overrides(self.model_type, fixed), **fixed}
         return self._d
 
     def __getitem__(self, k):
@@ -551,7 +553,7 @@ def generic_spec(model_type: str, task: str | None = None) -> tuple[ZooSpec | No
     spec = ZooSpec(
         name=model_type, model_type=model_type, tasks=(t,), modality=modality,
         decoder_only=(t == "causal_lm"), inputs=fix.get("inputs", base.INPUTS if feed == "text" else ("unmasked",)),
-        overrides=LazyOverrides(model_type, arch_overrides(model_type)),
+        overrides=LazyOverrides(model_type),
         head_classes={t: name} if name != _auto_head(model_type, t) else {},
         notes="generic rule; not surveyed on this transformers", feed=feed,
         enc_dec=is_encoder_decoder(model_type), status="generic")
