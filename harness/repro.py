@@ -17,7 +17,7 @@ import torch
 
 from . import backends, compare, outcomes, run, trace
 from .archs import archs_for
-from .archs.base import ArchSpec, build_model
+from .archs.base import ArchSpec, build_model, cache_off, to_dtype
 from .archs.zoo import all_outputs_loss
 from .cells import SelectionError, find
 from .report import versions
@@ -90,7 +90,7 @@ def script(cell_id: str, options: run.Options | None = None, with_outcome: bool 
     from_harness = "\n\n".join(_strip_imports(inspect.getsource(m)) for m in (outcomes, trace, compare))
     loop = f"RUNAWAY_FACTOR = {run.RUNAWAY_FACTOR}\n\n\n" + "\n\n".join(_strip_imports(inspect.getsource(obj)) for obj in (
         run.CellTimeout, run.time_limit, run._raise_timeout, run.RunawayRecompute, run.Probe, run._snapshot,
-        run._one_line, run.train_recipe, all_outputs_loss))
+        run._one_line, run.train_recipe, all_outputs_loss, to_dtype, cache_off))
     return TEMPLATE.format(
         cell_id=cell.id, versions=versions(), header=textwrap.fill(header, 96, subsequent_indent="    "),
         arch=cell.arch, task=cell.task, method=cell.method, backend=cell.backend,
@@ -152,6 +152,7 @@ import transformers
 ORDER = "{order}"
 STEPS, SEED, LR, DTYPE, TIMEOUT = {steps}, {seed}, {lr}, "{dtype}", {timeout}
 GC_KWARGS = {{"use_reentrant": {reentrant}}}
+CACHE = True   # False: use_cache switched off in the plain run, as checkpointing does (the cache triage)
 ALL_OUTPUTS = {all_outputs}  # the loss of a base model without a head: mean square of its outputs
 CONFIG = {config}
 METHOD_CONFIG = {method_config}
@@ -191,7 +192,9 @@ class Recipe:
 
     def build(self):
         model = transformers.{model_cls}(make_config())
-        model = model.to(getattr(torch, DTYPE))
+        model = to_dtype(model, "cpu", getattr(torch, DTYPE))
+        if not CACHE:
+            self.cache_off = cache_off(model)
 {setup}
         return model
 
@@ -243,21 +246,43 @@ def verdict(dtype):
     return base, cand, compare(base, replay, cand, DTYPE)
 
 
+def cache_cause(dtype, cand):
+    """As the harness does: checkpointing turns use_cache off in training; does a plain run with it off train
+    as the checkpointed one (the difference is the cache switch, not the recompute)?"""
+    global CACHE, DTYPE
+    CACHE, DTYPE, recipe = False, dtype, Recipe()
+    try:
+        plain = train_recipe(recipe, gc=False, order=ORDER, steps=STEPS, seed=SEED, lr=LR, timeout=TIMEOUT)
+    finally:
+        CACHE = True
+    if not getattr(recipe, "cache_off", 0):
+        return "cache triage: no config has use_cache on"
+    if not plain.ok:
+        return f"cache triage: the plain run with use_cache off fails: {{plain.error}}"
+    if compare(plain, None, cand, dtype).outcome in (Outcome.EQUIVALENT, Outcome.NOT_CHECKPOINTED):
+        return "cause: the cache switch -- a plain run with use_cache off trains as the checkpointed one"
+    return "not the cache switch: a plain run with use_cache off differs too"
+
+
 def main():
     base, cand, v = verdict(DTYPE)
     print(f"losses  baseline   {{base.losses}}")
     print(f"losses  checkpoint {{cand.losses}}")
     print(f"recomputed segments {{cand.recomputed_segments}}; saved bytes {{v.saved_bytes}}")
     print(f"tolerance {{v.tolerance}}; max abs diff {{v.max_abs_diff:.3g}}; noise floor {{v.noise_floor:.3g}}")
+    judged = (DTYPE, cand)
     if v.outcome is Outcome.MISMATCH and DTYPE == "float32":
         # as the harness does: training amplifies rounding without bound, so float64 settles a float32 mismatch
         print(f"float32: mismatch: {{v.detail}}")
-        v64 = verdict("float64")[2]
+        _, c64, v64 = verdict("float64")
         if v64.outcome is Outcome.EQUIVALENT:
             print(f"OUTCOME: equivalent: float32 rounding only; the float64 rerun agrees (max abs {{v64.max_abs_diff:.3g}})")
             return 0
-        print(f"OUTCOME: mismatch: {{v.detail}}; float64 rerun: {{v64.outcome.value}}: {{v64.detail}}")
-        return 1
+        v.detail += f"; float64 rerun: {{v64.outcome.value}}: {{v64.detail}}"
+        if v64.outcome is Outcome.MISMATCH:
+            judged = ("float64", c64)
+    if v.outcome is Outcome.MISMATCH or v.outcome is Outcome.MISSING_GRAD and not GC_KWARGS["use_reentrant"]:
+        print(cache_cause(*judged))
     print(f"OUTCOME: {{v.outcome.value}}: {{v.detail}}")
     return 0 if v.outcome is Outcome.EQUIVALENT else 1
 

@@ -20,7 +20,7 @@ import warnings
 import numpy as np
 import torch
 
-from .archs.base import ArchSpec, build_model
+from .archs.base import ArchSpec, build_model, cache_off
 from .backends.base import Backend, MethodSpec
 from .outcomes import Outcome
 from .trace import Trace
@@ -67,7 +67,10 @@ RUNAWAY_FACTOR = 4   # a checkpointed backward re-runs each module of the forwar
 
 
 class Probe:
-    """Counts module calls re-run during backward, and bytes saved for backward during forward.
+    """Counts module calls re-run during backward, and bytes saved for backward during forward: the memory the saved
+    tensors hold, so each storage once per forward, none of the model's parameters and buffers (saving a weight
+    costs nothing), a sparse tensor at its values and indices (FRoD's frozen basis and sparse matrix were counted
+    dense, once per use: RoCBert looked not checkpointed).
 
     Also a guard: a backward that re-runs more than RUNAWAY_FACTOR times the module calls of its forward is
     stopped with RunawayRecompute (WavLM under reentrant checkpointing recomputes a layer without end until
@@ -83,11 +86,13 @@ class Probe:
         self._forward_calls = 0
         self._backward_calls = 0
         self.called: set[int] = set()   # ids of the modules the current step's forward ran
+        self._held: set[int] = set()    # storages already counted this forward, or the model's own
 
-    def step(self):
+    def step(self, model):
         """A training step begins: its forward is counted afresh."""
         self._forward_calls = 0
         self.called = set()
+        self._held = {t.untyped_storage().data_ptr() for t in (*model.parameters(), *model.buffers())}
 
     def _pre(self, module, args):
         if not self.in_backward:
@@ -109,7 +114,20 @@ class Probe:
             self.depth -= 1
 
     def _pack(self, t):
-        self.saved += t.numel() * t.element_size()
+        if t.layout == torch.sparse_coo:
+            parts = (t._indices(), t._values())
+        else:
+            parts = (t,)
+        for part in parts:
+            try:
+                storage = part.untyped_storage()
+                key, size = storage.data_ptr(), storage.nbytes()
+            except (RuntimeError, NotImplementedError):  # no storage of its own (e.g. another sparse layout)
+                key, size = None, part.numel() * part.element_size()
+            if key not in self._held:
+                self.saved += size
+                if key is not None:
+                    self._held.add(key)
         # detached: `t` may be the op's own output, whose grad_fn owns this saved tensor -- keeping `t` would close
         # a cycle through C++ that no gc can see, leaking the whole graph of a forward that never reaches its
         # backward (a run failing mid-forward: every later run of the process then ran out of memory)
@@ -153,12 +171,17 @@ class CellRecipe:
     defines a class with the same methods and reuses `train_recipe`'s source verbatim."""
 
     def __init__(self, arch: ArchSpec, task: str, backend: Backend, method: MethodSpec, inputs: str,
-                 gc_mode: str | None, dtype: str = "float32", device: str = "cpu", seed: int = 0):
+                 gc_mode: str | None, dtype: str = "float32", device: str = "cpu", seed: int = 0,
+                 cache: bool = True):
         self.arch, self.task, self.backend, self.method, self.inputs = arch, task, backend, method, inputs
-        self.gc_mode, self.dtype, self.device, self.seed = gc_mode, dtype, device, seed
+        self.gc_mode, self.dtype, self.device, self.seed, self.cache = gc_mode, dtype, device, seed, cache
+        self.cache_off = 0
 
     def build(self):
-        return self.backend.setup(build_model(self.arch, self.task, DTYPES[self.dtype], self.device))
+        model = build_model(self.arch, self.task, DTYPES[self.dtype], self.device)
+        if not self.cache:
+            self.cache_off = cache_off(model)
+        return self.backend.setup(model)
 
     def enable_gc(self, model):
         self.backend.enable_gc(model, self.gc_mode)
@@ -187,11 +210,15 @@ def transformers_model(model):
 
 def train(arch: ArchSpec, task: str, backend: Backend, method: MethodSpec, *, inputs: str = "masked",
           gc_mode: str | None = None, order: str = "gc_first", steps: int = 3, seed: int = 0,
-          lr: float = 0.1, dtype: str = "float32", device: str = "cpu", timeout: float | None = None) -> Trace:
-    """Train one run. gc_mode None is the plain baseline; otherwise checkpointing is enabled in `order`."""
-    recipe = CellRecipe(arch, task, backend, method, inputs, gc_mode, dtype, device, seed)
-    return train_recipe(recipe, gc=gc_mode is not None, order=order, steps=steps, seed=seed, lr=lr,
-                        timeout=timeout)
+          lr: float = 0.1, dtype: str = "float32", device: str = "cpu", timeout: float | None = None,
+          cache: bool = True) -> Trace:
+    """Train one run. gc_mode None is the plain baseline; otherwise checkpointing is enabled in `order`.
+    `cache` False: with use_cache switched off in the model's configs, as checkpointing does (the cache triage)."""
+    recipe = CellRecipe(arch, task, backend, method, inputs, gc_mode, dtype, device, seed, cache)
+    trace = train_recipe(recipe, gc=gc_mode is not None, order=order, steps=steps, seed=seed, lr=lr,
+                         timeout=timeout)
+    trace.cache_off = recipe.cache_off
+    return trace
 
 
 def train_recipe(recipe, gc: bool, order: str, steps: int, seed: int, lr: float, timeout: float | None) -> Trace:
@@ -224,7 +251,7 @@ def train_recipe(recipe, gc: bool, order: str, steps: int, seed: int, lr: float,
                 torch.manual_seed(seed + 100 + step)
                 np.random.seed(seed + 100 + step)
                 random.seed(seed + 100 + step)
-                probe.step()
+                probe.step(model)
                 with probe.saving():
                     loss = recipe.loss(model(**batch))
                 trace.losses.append(float(loss.detach().float()))
@@ -312,7 +339,7 @@ class Runner:
             gc.collect()
             gc.freeze()
 
-    def _train(self, cell, gc_mode=None, dtype: str | None = None) -> Trace:
+    def _train(self, cell, gc_mode=None, dtype: str | None = None, cache: bool = True) -> Trace:
         from . import backends
         from .archs import archs_for
 
@@ -323,7 +350,7 @@ class Runner:
         arch = (self.archs or archs_for(cell.backend))[cell.arch]
         return train(arch, cell.task, be, be.methods[cell.method],
                      inputs=cell.inputs, gc_mode=gc_mode, order=cell.order, steps=o.steps, seed=o.seed,
-                     lr=o.lr, dtype=o.dtype, device=o.device, timeout=o.timeout)
+                     lr=o.lr, dtype=o.dtype, device=o.device, timeout=o.timeout, cache=cache)
 
     def plain(self, cell) -> Trace:
         """One plain (not checkpointed) training run of the cell, trained as its baseline is."""
@@ -356,7 +383,7 @@ class Runner:
         from .compare import Verdict, compare
 
         if not (verdict.outcome is Outcome.MISMATCH and self.options.dtype == "float32"):
-            return verdict
+            return verdict, None
         b64, r64 = self._base_pair(cell, "float64")
         c64 = self._train(cell, cell.gc_mode, "float64")
         v64 = compare(b64, r64, c64, "float64")
@@ -365,9 +392,33 @@ class Runner:
                            f"float32 rounding only: {verdict.detail}; the float64 rerun agrees "
                            f"(max abs {v64.max_abs_diff:.3g} <= atol {v64.tolerance['atol']:.3g})",
                            verdict.max_abs_diff, verdict.max_rel_diff, verdict.tolerance, verdict.noise_floor,
-                           verdict.recomputed_segments, verdict.saved_bytes, verdict.unexercised)
+                           verdict.recomputed_segments, verdict.saved_bytes, verdict.unexercised), None
         verdict.detail += f"; float64 rerun: {v64.outcome.value}: {v64.detail}"
-        return verdict
+        return verdict, (c64 if v64.outcome is Outcome.MISMATCH else None)
+
+    def _cache_triage(self, cell, verdict, cand, c64) -> bool | None:
+        """Checkpointing changes one thing besides recomputing: in training it turns use_cache off, and a model
+        may compute otherwise without its cache (Zamba2's pad mask, Qwen3-VL's packed-sequence mask, the memory
+        layout of cached K/V). A plain run with use_cache off tells the two apart: True when it trains as the
+        checkpointed run (the difference is the cache switch, not the recompute), False when it does not, None
+        when not asked: no value difference, a reentrant loss of gradients (the layer inputs', as a rule), or no
+        config had use_cache on. In float64 where the float32 mismatch was confirmed there."""
+        from .compare import compare
+
+        if not (verdict.outcome is Outcome.MISMATCH
+                or verdict.outcome is Outcome.MISSING_GRAD and cell.gc_mode == "non_reentrant"):
+            return None
+        dtype, cand = ("float64", c64) if c64 is not None else (self.options.dtype, cand)
+        plain = self._train(cell, None, dtype, cache=False)
+        if not plain.cache_off:
+            return None
+        if not plain.ok:
+            verdict.detail += f"; cache triage: the plain run with use_cache off fails: {plain.error}"
+            return None
+        same = compare(plain, None, cand, dtype).outcome in (Outcome.EQUIVALENT, Outcome.NOT_CHECKPOINTED)
+        verdict.detail += ("; cause: the cache switch -- a plain run with use_cache off trains as the checkpointed "
+                           "one" if same else "; not the cache switch: a plain run with use_cache off differs too")
+        return same
 
     def run_cell(self, cell) -> dict:
         from .compare import compare
@@ -378,18 +429,19 @@ class Runner:
         cand = self._train(cell, cell.gc_mode)
         if cand.unsupported and cand.error_stage == "enable_gc":
             # the library refuses checkpointing itself: no baseline is needed to say so
-            verdict = compare(None, None, cand, self.options.dtype)
+            verdict, cache_switch = compare(None, None, cand, self.options.dtype), None
         else:
             base, replay = self.baseline(cell)
             verdict = compare(base, replay, cand, self.options.dtype)
-            verdict = self._confirm_in_float64(cell, verdict)
+            verdict, c64 = self._confirm_in_float64(cell, verdict)
+            cache_switch = self._cache_triage(cell, verdict, cand, c64)
         return {
             "id": cell.id, **cell.fields(),
             "outcome": verdict.outcome.value, **judge(cell.fields(), verdict.outcome.value),
             "detail": verdict.detail,
             "max_abs_diff": verdict.max_abs_diff, "max_rel_diff": verdict.max_rel_diff,
             "tolerance": verdict.tolerance, "noise_floor": verdict.noise_floor,
-            "unexercised": verdict.unexercised,
+            "unexercised": verdict.unexercised, "cache_switch": cache_switch,
             "recomputed_segments": verdict.recomputed_segments, "saved_bytes": verdict.saved_bytes,
             "seconds": round(time.perf_counter() - t0, 4),
         }

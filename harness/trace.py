@@ -22,6 +22,7 @@ class Trace:
     unsupported: bool = False        # the error is the library's documented refusal
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    cache_off: int = 0               # configs whose use_cache this (plain) run switched off: the cache triage
 
     @property
     def ok(self) -> bool:

@@ -46,6 +46,24 @@ def test_rng_not_restored_is_mismatch(monkeypatch, gc_mode):
     r = run(gc_mode=gc_mode)
     assert r["outcome"] == "mismatch", r["detail"]
     assert "grad" in r["detail"] or "loss" in r["detail"]
+    assert r["cache_switch"] is False and "not the cache switch" in r["detail"]   # the recompute's fault
+
+
+def test_cache_triage_names_the_cache_switch(monkeypatch):
+    """Checkpointing also turns use_cache off in training. A model that computes otherwise with its cache (here a
+    cache returning skewed keys; really: Zamba2's pad mask, Qwen3-VL's mask) trains differently though the
+    recompute is exact; the triage's plain run with use_cache off trains as the checkpointed one and says so."""
+    from transformers import cache_utils
+
+    update = cache_utils.Cache.update
+
+    def skewed(self, key_states, value_states, *args, **kw):
+        keys, values = update(self, key_states, value_states, *args, **kw)
+        return keys * 1.5, values
+    monkeypatch.setattr(cache_utils.Cache, "update", skewed)
+    r = run(arch=ArchSpec("llama", tasks=("causal_lm",)))
+    assert r["outcome"] == "mismatch" and r["cache_switch"] is True, r["detail"]
+    assert "cause: the cache switch" in r["detail"]
 
 
 def test_dropout_off_hides_the_rng_fault(monkeypatch):
@@ -246,3 +264,29 @@ def test_state_snapshot_copies_a_shared_tensor_once():
     snap = {k: _snapshot(v, memo) for k, v in state.items()}
     assert snap["a"] is snap["b"] and snap["a"].dtype == torch.float64
     assert torch.equal(snap["row"], base[1].double()) and snap["row"] is not snap["a"] and len(memo) == 3
+
+
+def test_saved_bytes_count_the_memory_held_not_each_saved_tensor():
+    """FRoD on RoCBert came out not_checkpointed: the probe counted its frozen basis (a buffer, free to save) and its
+    sparse matrix (dense size, once per use) on every save. Now: the model's own tensors are free, a storage counts
+    once per forward, a sparse tensor at its indices and values."""
+    from harness.run import Probe
+
+    lin = torch.nn.Linear(8, 8, bias=False)
+    x = torch.randn(4, 8, requires_grad=True)
+    with Probe() as probe:
+        probe.step(lin)
+        with probe.saving():
+            y = lin(x)            # saves x (for the weight's gradient) and the weight (the model's own)
+            z = x * x             # x again
+    assert probe.saved == x.numel() * 4
+    assert probe.saved == 128 and y.requires_grad and z.requires_grad
+
+    s = torch.eye(100).to_sparse()            # 100 non-zeros of 10,000
+    w = torch.randn(100, 2, requires_grad=True)
+    with Probe() as probe:
+        probe.step(torch.nn.Module())
+        with probe.saving():
+            out = torch.sparse.mm(s, w)
+    held = s._indices().untyped_storage().nbytes() + s._values().untyped_storage().nbytes()
+    assert probe.saved == held < s.to_dense().numel() * 4 and out.requires_grad

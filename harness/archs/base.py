@@ -161,7 +161,37 @@ def build_model(spec: ArchSpec, task: str, dtype: torch.dtype = torch.float32, d
     else:
         cfg = tiny_config(spec, task)
         model = head_class(spec, task)(cfg)
-    return model.to(device=device, dtype=dtype)
+    return to_dtype(model, device, dtype)
+
+
+def cache_off(model) -> int:
+    """Switch use_cache off in every config of `model` that has it on, as checkpointing does in training (the
+    models' `if self.gradient_checkpointing and self.training: use_cache = False`); how many were on."""
+    configs = {id(c): c for c in (getattr(m, "config", None) for m in model.modules()) if hasattr(c, "use_cache")}
+    switched = 0
+    for cfg in configs.values():
+        for sub in (cfg, *(getattr(cfg, k, None) for k in ("text_config", "decoder", "encoder"))):
+            if getattr(sub, "use_cache", False) is True:
+                sub.use_cache = False
+                switched += 1
+    return switched
+
+
+def to_dtype(model, device, dtype):
+    """`model.to(device, dtype)`, then back to float32 the modules the model declares must stay float32
+    (`_keep_in_fp32_modules_strict`, matched as transformers matches them): its own dtype-aware construction
+    keeps them so, and a forward may rely on it (ERNIE-4.5-MoE's router: `self.gate(hidden_states.float())`)."""
+    import re
+
+    model = model.to(device=device, dtype=dtype)
+    for owner in model.modules():
+        names = getattr(owner, "_keep_in_fp32_modules_strict", None) or ()
+        if names and dtype != torch.float32:
+            keep = re.compile("|".join(rf"((^|\.){re.escape(n)}($|\.))" for n in names))
+            for name, sub in owner.named_modules():
+                if name and keep.search(name):
+                    sub.float()
+    return model
 
 
 # ---------------------------------------------------------------------------------------------
