@@ -238,6 +238,8 @@ METHODS = {m.name: m for m in [
     MethodSpec("lokr", _cfg("LoKrConfig", _map("LOKR"), r=4, alpha=8)),
     MethodSpec("vera", _cfg("VeraConfig", _map("VERA"), r=8)),
     MethodSpec("pvera", _cfg("PveraConfig", _map("PVERA"), r=8)),
+    MethodSpec("pvera_seeded", _cfg("PveraConfig", _map("PVERA"), r=8, generator_seed=0),
+               notes="PVeRA sampling from its own seeded generator (generator_seed)"),
     MethodSpec("fourierft", _cfg("FourierFTConfig", _map("FOURIERFT"), n_frequency=64, scaling=10.0)),
     MethodSpec("waveft", _cfg("WaveFTConfig", _map("WAVEFT"), n_frequency=64)),
     MethodSpec("vblora", _cfg("VBLoRAConfig", _map("VBLORA"), "linear/8", r=4, num_vectors=32,
@@ -296,7 +298,7 @@ _NEEDS_TASK_IDS = ("poly", "multitask_prompt_tuning")
 # PeftType name -> methods covering it
 _COVERS = {
     "LORA": ("lora", "dora", "rslora", "lora_mts"), "ADALORA": ("adalora",), "LOHA": ("loha",),
-    "LOKR": ("lokr",), "VERA": ("vera",), "PVERA": ("pvera",), "FOURIERFT": ("fourierft",),
+    "LOKR": ("lokr",), "VERA": ("vera",), "PVERA": ("pvera", "pvera_seeded"), "FOURIERFT": ("fourierft",),
     "WAVEFT": ("waveft",), "VBLORA": ("vblora",), "UNILORA": ("unilora",), "RANDLORA": ("randlora",),
     "SHIRA": ("shira",), "C3A": ("c3a",), "ROAD": ("road",), "DELORA": ("delora",), "GRALORA": ("gralora",),
     "HIRA": ("hira",), "MISS": ("miss",), "BONE": ("bone",), "ADAMSS": ("adamss",), "LILY": ("lily",),
