@@ -257,6 +257,9 @@ def cache_cause(dtype, cand):
         CACHE = True
     if not getattr(recipe, "cache_off", 0):
         return "cache triage: no config has use_cache on"
+    if not cand.ok:
+        return ("cause: the cache switch -- a plain run with use_cache off fails too: " + str(plain.error)
+                if not plain.ok else "not the cache switch: a plain run with use_cache off trains")
     if not plain.ok:
         return f"cache triage: the plain run with use_cache off fails: {{plain.error}}"
     if compare(plain, None, cand, dtype).outcome in (Outcome.EQUIVALENT, Outcome.NOT_CHECKPOINTED):
@@ -281,7 +284,8 @@ def main():
         v.detail += f"; float64 rerun: {{v64.outcome.value}}: {{v64.detail}}"
         if v64.outcome is Outcome.MISMATCH:
             judged = ("float64", c64)
-    if v.outcome is Outcome.MISMATCH or v.outcome is Outcome.MISSING_GRAD and not GC_KWARGS["use_reentrant"]:
+    if (v.outcome in (Outcome.MISMATCH, Outcome.GC_ERROR)
+            or v.outcome is Outcome.MISSING_GRAD and not GC_KWARGS["use_reentrant"]):
         print(cache_cause(*judged))
     print(f"OUTCOME: {{v.outcome.value}}: {{v.detail}}")
     return 0 if v.outcome is Outcome.EQUIVALENT else 1

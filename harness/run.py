@@ -399,19 +399,28 @@ class Runner:
     def _cache_triage(self, cell, verdict, cand, c64) -> bool | None:
         """Checkpointing changes one thing besides recomputing: in training it turns use_cache off, and a model
         may compute otherwise without its cache (Zamba2's pad mask, Qwen3-VL's packed-sequence mask, the memory
-        layout of cached K/V). A plain run with use_cache off tells the two apart: True when it trains as the
-        checkpointed run (the difference is the cache switch, not the recompute), False when it does not, None
-        when not asked: no value difference, a reentrant loss of gradients (the layer inputs', as a rule), or no
-        config had use_cache on. In float64 where the float32 mismatch was confirmed there."""
+        layout of cached K/V, NemotronH's no-cache kernel branch). A plain run with use_cache off tells the two
+        apart: True when it trains as the checkpointed run did, or fails as it did (the difference is the cache
+        switch, not the recompute), False when not, None when not asked: no value difference or failure, a
+        reentrant loss of gradients (the layer inputs', as a rule), a time limit, or no config had use_cache on.
+        In float64 where the float32 mismatch was confirmed there."""
         from .compare import compare
 
-        if not (verdict.outcome is Outcome.MISMATCH
+        failed = verdict.outcome is Outcome.GC_ERROR
+        if failed and any(k in (cand.error or "") for k in ("CellTimeout", "RunawayRecompute")):
+            return None
+        if not (failed or verdict.outcome is Outcome.MISMATCH
                 or verdict.outcome is Outcome.MISSING_GRAD and cell.gc_mode == "non_reentrant"):
             return None
         dtype, cand = ("float64", c64) if c64 is not None else (self.options.dtype, cand)
         plain = self._train(cell, None, dtype, cache=False)
         if not plain.cache_off:
             return None
+        if failed:
+            same = not plain.ok
+            verdict.detail += ("; cause: the cache switch -- a plain run with use_cache off fails too" if same else
+                               "; not the cache switch: a plain run with use_cache off trains")
+            return same
         if not plain.ok:
             verdict.detail += f"; cache triage: the plain run with use_cache off fails: {plain.error}"
             return None

@@ -290,3 +290,19 @@ def test_saved_bytes_count_the_memory_held_not_each_saved_tensor():
             out = torch.sparse.mm(s, w)
     held = s._indices().untyped_storage().nbytes() + s._values().untyped_storage().nbytes()
     assert probe.saved == held < s.to_dense().numel() * 4 and out.requires_grad
+
+
+def test_cache_triage_names_the_cache_switch_of_a_failure(monkeypatch):
+    """The same for a failure: a layer that raises without its cache (NemotronH's no-cache kernel branch reads
+    an attribute LN tuning's wrapper lacks) fails only when checkpointed, and also in a plain run without cache."""
+    from transformers.models.llama import modeling_llama
+
+    forward = modeling_llama.LlamaDecoderLayer.forward
+
+    def needs_cache(self, *args, **kw):
+        if self.training and kw.get("past_key_values") is None and kw.get("cache") is None:
+            raise AttributeError("no cache: the other branch")
+        return forward(self, *args, **kw)
+    monkeypatch.setattr(modeling_llama.LlamaDecoderLayer, "forward", needs_cache)
+    r = run(arch=ArchSpec("llama", tasks=("causal_lm",)))
+    assert r["outcome"] == "gc_error" and r["cache_switch"] is True, r["detail"]
