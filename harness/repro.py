@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import enum
 import inspect
+import math
 import re
 import textwrap
 
@@ -29,8 +30,18 @@ def _strip_imports(src: str) -> str:
     return "\n".join(keep)
 
 
+class _Source(str):
+    """Source text that `repr` writes as it is (inside a config literal)."""
+
+    def __repr__(self):
+        return str(self)
+
+
 def _jsonable(obj):
-    """A config dict as a Python literal: enums by value, sets as sorted lists."""
+    """A config dict as a Python literal: enums by value, sets as sorted lists, inf/nan as float('inf')
+    (NemotronH's time_step_limit)."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return _Source(f"float('{obj}')")
     if isinstance(obj, enum.Enum):
         return obj.value
     if isinstance(obj, dict):
@@ -257,9 +268,11 @@ def cache_cause(dtype, cand):
         CACHE = True
     if not getattr(recipe, "cache_off", 0):
         return "cache triage: no config has use_cache on"
-    if not cand.ok:
-        return ("cause: the cache switch -- a plain run with use_cache off fails too: " + str(plain.error)
-                if not plain.ok else "not the cache switch: a plain run with use_cache off trains")
+    if not cand.ok:   # the same exception type: "stage: Type: message"
+        if not plain.ok and plain.error.split(": ")[1:2] == cand.error.split(": ")[1:2]:
+            return "cause: the cache switch -- a plain run with use_cache off fails too: " + plain.error
+        return "not the cache switch: a plain run with use_cache off " + (
+            f"fails otherwise: {{plain.error}}" if not plain.ok else "trains")
     if not plain.ok:
         return f"cache triage: the plain run with use_cache off fails: {{plain.error}}"
     if compare(plain, None, cand, dtype).outcome in (Outcome.EQUIVALENT, Outcome.NOT_CHECKPOINTED):

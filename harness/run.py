@@ -379,7 +379,8 @@ class Runner:
         ReLU input within 4e-7 of zero flips (UDOP: 0.018 in one gradient row), a large step makes the
         tiny model chaotic (mT5 + WaveFT: 0.16 by step 2), so its size does not tell. Calibrate instead of
         guessing: rerun the cell in float64, where rounding is ~1e-9 smaller. If float64 agrees, it was
-        rounding; else the mismatch stands."""
+        rounding; else the mismatch stands. Returns the verdict and, when float64 confirms the mismatch, the
+        float64 checkpointed trace (the cache triage compares in float64 then)."""
         from .compare import Verdict, compare
 
         if not (verdict.outcome is Outcome.MISMATCH and self.options.dtype == "float32"):
@@ -407,7 +408,8 @@ class Runner:
         from .compare import compare
 
         failed = verdict.outcome is Outcome.GC_ERROR
-        if failed and any(k in (cand.error or "") for k in ("CellTimeout", "RunawayRecompute")):
+        if failed and (cand.error_stage != "train"
+                       or any(k in (cand.error or "") for k in ("CellTimeout", "RunawayRecompute"))):
             return None
         if not (failed or verdict.outcome is Outcome.MISMATCH
                 or verdict.outcome is Outcome.MISSING_GRAD and cell.gc_mode == "non_reentrant"):
@@ -416,10 +418,11 @@ class Runner:
         plain = self._train(cell, None, dtype, cache=False)
         if not plain.cache_off:
             return None
-        if failed:
-            same = not plain.ok
+        if failed:   # the same exception type: "stage: Type: message"
+            same = not plain.ok and plain.error.split(": ")[1:2] == cand.error.split(": ")[1:2]
             verdict.detail += ("; cause: the cache switch -- a plain run with use_cache off fails too" if same else
-                               "; not the cache switch: a plain run with use_cache off trains")
+                               "; not the cache switch: a plain run with use_cache off "
+                               + (f"fails otherwise: {plain.error}" if not plain.ok else "trains"))
             return same
         if not plain.ok:
             verdict.detail += f"; cache triage: the plain run with use_cache off fails: {plain.error}"

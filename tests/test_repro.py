@@ -83,3 +83,13 @@ def test_script_holds_the_cells_batches_exactly(tmp_path):
             assert torch.equal(got[k], v) and got[k].dtype == v.dtype, (step, k)
             floats += v.is_floating_point() and v.numel() > 64
     assert floats, "the cell has no large float input: it tests nothing"
+
+
+def test_config_literal_keeps_non_finite_floats():
+    """NemotronH's config holds time_step_limit (0.0, inf): the script's literal must say float('inf'), not inf."""
+    from harness.repro import _jsonable
+
+    cfg = {"limit": (0.0, float("inf")), "low": float("-inf"), "nested": {"x": [float("nan")]}}
+    back = eval(repr(_jsonable(cfg)))
+    nan = back["nested"]["x"][0]
+    assert back["limit"] == [0.0, float("inf")] and back["low"] == float("-inf") and nan != nan
