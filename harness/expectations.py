@@ -109,7 +109,8 @@ FEATURE_ENCODER_GRAD = ("data2vec-audio", "hubert", "sew", "sew-d", "speecht5", 
 # take in RemBERT's embedding_hidden_mapping_in, W2V-BERT's feature_projection (probed: left out of the targets, the
 # loss of gradients comes back), RoCBERT's map_inputs_layer and Florence-2's vision tower and projector, which are not
 # checkpointed (listed from the adapted modules; equivalent with LoRA, LoHa, IA3, HRA, MiSS, SuperTuning)
-FRONT_PROJECTION = ("rembert", "wav2vec2-bert", "roc_bert", "florence2")
+FRONT_PROJECTION = ("rembert", "wav2vec2-bert", "roc_bert", "florence2",
+                    "radio")   # its patch_projection (transformers 5, probed: left out, the loss comes back)
 # models whose encoder calls its GradientCheckpointingLayers with hidden_states=... (a keyword): no tensor input reaches
 # the reentrant checkpoint (probed on 4.57.6 with full fine-tuning; cases/keyword_hidden_states_reentrant.py)
 KEYWORD_HIDDEN_STATES = ("altclip", "chinese_clip", "layoutlm", "mlcd", "splinter")
@@ -361,13 +362,9 @@ EXPECTATIONS: list[Expect] = [
            "LN tuning adapts the norms inside the checkpointed blocks (a vision tower's, behind a conv patch "
            "embedding; an audio encoder's, behind its subsampling, which the weight methods' generic targets "
            "adapt on the Nemotron ASR encoders but LN tuning does not) and nothing in front of them requires grad: "
-           "under reentrant checkpointing they get no gradient in either order (seen on 5.24.0; RADIO's front: not "
-           "analysed)",
+           "under reentrant checkpointing they get no gradient in either order (seen on 5.24.0; RADIO: the weight "
+           "methods' generic targets adapt its patch_projection, LN tuning has no norm in front to adapt)",
            f"{TF5}/modeling_utils.py", {"peft": ">=0.18", "transformers": ">=5"}),
-    Expect({**P, "arch": ("git", "blip"), "method": "ln_tuning", "order": "adapter_first"}, Outcome.GC_ERROR,
-           "the in-place add on the hooked embedding output (below), in this order on every task with LN tuning "
-           "(seen on 5.24.0; why the weight methods escape it outside the feature task: not analysed)",
-           f"{TF_SRC}/models/git/modeling_git.py", {"peft": ">=0.18", "transformers": ">=5"}),
     Expect({**P, "arch": "pp_lcnet"}, Outcome.NOT_CHECKPOINTED,
            "LoRA adapts only linear layers outside the checkpointed conv blocks of this convnet: nothing inside "
            "needs a gradient, so nothing is recomputed", f"{PEFT_SRC}/tuners/lora/model.py",
@@ -387,18 +384,22 @@ EXPECTATIONS: list[Expect] = [
            "(cases/git_cache_positional_recompute.py; from 5.4.0, bisected)",
            f"{TF5}/models/git/modeling_git.py#L314",
            {"transformers": ">=5.4"}),
-    Expect({**P, "arch": ("git", "udop"), "method": "trainable_tokens"}, Outcome.EQUIVALENT,
-           "trainable tokens' wrapped embedding output already has a grad_fn, so the hook's requires_grad_() below "
-           "leaves no leaf to add to in place (seen on 4.57.6 and 5.24.0; UDOP's plain run fails on 4.57.6)",
+    Expect({**P, "arch": ("git", "udop"),
+            "method": ("trainable_tokens", "prompt_tuning", "p_tuning", "multitask_prompt_tuning", "cpt")},
+           Outcome.EQUIVALENT,
+           "the model's embeddings add in place to a tensor with a grad_fn, not to the hooked leaf below: trainable "
+           "tokens' wrapped embedding output has one, and the prompt methods hand the model inputs_embeds "
+           "concatenated with their virtual tokens (seen on 4.57.6 and 5.24.0; UDOP's plain runs fail)",
            f"{TF_SRC}/models/git/modeling_git.py", {"peft": ">=0.14", "transformers": ">=4.57"}),
     Expect({**P, "arch": ("git", "blip", "udop"), "order": "gc_first"}, Outcome.GC_ERROR,
            "enable_input_require_grads makes the word embeddings output a leaf requiring grad and the "
            "model's embeddings then add to it in place (the DeBERTa bug of transformers PR #35898)",
            f"{TF_SRC}/models/git/modeling_git.py", {"transformers": ">=4.57"}),
-    Expect({**P, "arch": ("git", "blip", "udop"), "order": "adapter_first", "task": "feature"}, Outcome.GC_ERROR,
-           "as above: transformers 5's gradient_checkpointing_enable calls enable_input_require_grads itself, so the "
-           "in-place add on the grad-requiring embedding output happens in this order too",
-           f"{TF_SRC}/models/git/modeling_git.py", {"transformers": ">=5"}),
+    Expect({**P, "arch": ("git", "blip", "udop"), "order": "adapter_first"}, Outcome.GC_ERROR,
+           "as above: transformers 5's gradient_checkpointing_enable calls enable_input_require_grads itself for "
+           "models whose main input is input_ids, so the in-place add on the grad-requiring embedding output "
+           "happens in this order too, on every task (GIT's modeling_git.py#L110, BLIP's modeling_blip_text.py#L86)",
+           f"{TF5}/modeling_utils.py#L3198", {"transformers": ">=5"}),
     Expect({**P, "arch": "udop", "order": "adapter_first"}, Outcome.GC_ERROR,
            "as above, on every task of UDOP (seen with the LoRA family once the harness fed its decoder under "
            "peft's wrapper)", f"{TF_SRC}/models/udop/modeling_udop.py", {"transformers": ">=5"}),
@@ -408,7 +409,9 @@ EXPECTATIONS: list[Expect] = [
     Expect({"backend": "full", "arch": ("deberta-v2", "whisper", "sew-d", "xlm-prophetnet"), "gc_mode": "reentrant"},
            Outcome.GC_ERROR,
            "a tensor computed once outside the layers and handed to each checkpointed layer (DeBERTa-v2's and SEW-D's "
-           "layer-normed relative embeddings, Whisper's positions; XLM-ProphetNet: seen, which tensor not analysed) "
+           "layer-normed relative embeddings, Whisper's positions; XLM-ProphetNet's encoder output, which its "
+           "decoder hands each checkpointed layer by keyword, so reentrant checkpointing does not cut it off: the "
+           "first decoder layer's backward frees the encoder's graph; ProphetNet passes it positionally) "
            "has its graph freed by the first reentrant backward: 'Trying to backward through the graph a second "
            "time' when it is trained",
            "https://pytorch.org/docs/stable/checkpoint.html", {"transformers": ">=4.57,<5"}),
@@ -477,7 +480,8 @@ EXPECTATIONS: list[Expect] = [
            "XLM-ProphetNet's freed-tensor error under reentrant checkpointing (below) in both orders: LN tuning's "
            "adapted norm in front of the layers, and trainable tokens' wrapped embedding, make the layers' input "
            "require grad whatever the order (seen on 4.57.6, every task)",
-           f"{TF_SRC}/models/xlm_prophetnet/modeling_xlm_prophetnet.py", {"peft": ">=0.14", "transformers": "<5"}),
+           f"{TF_SRC}/models/deprecated/xlm_prophetnet/modeling_xlm_prophetnet.py#L1554",
+           {"peft": ">=0.14", "transformers": "<5"}),
     Expect({**P, "arch": "deberta-v2", "method": "ln_tuning", "gc_mode": "reentrant"}, Outcome.GC_ERROR,
            "LN tuning trains the encoder's LayerNorm, which DeBERTa-v2 applies to the relative position embeddings "
            "once per forward (get_rel_embedding) and hands to every layer: the full fine-tuning error below ('Trying "
@@ -509,10 +513,13 @@ EXPECTATIONS: list[Expect] = [
            {"peft": ">=0.14", "transformers": "<5"}),
     Expect({**P, "arch": "xlm-prophetnet", "gc_mode": "reentrant", "order": "gc_first"}, Outcome.GC_ERROR,
            "'Trying to backward through the graph a second time' under reentrant checkpointing in the order where "
-           "get_peft_model's enable_input_require_grads makes the embedding output require grad (the error of a "
-           "grad-requiring tensor reused by several reentrant checkpoints; which tensor: not analysed); seen with "
-           "LoRA, IA3, FourierFT and WaveFT, plain run fine; ProphetNet itself passes",
-           f"{TF_SRC}/models/xlm_prophetnet/modeling_xlm_prophetnet.py", {"peft": ">=0.14", "transformers": "<5"}),
+           "get_peft_model's enable_input_require_grads makes the embedding output, so the encoder output, require "
+           "grad: the decoder hands the encoder output to each checkpointed layer by keyword "
+           "(encoder_hidden_states=), which reentrant checkpointing does not cut off, so the first decoder layer's "
+           "backward frees the encoder's graph and the next one backs through it again (probed: passed "
+           "positionally, as ProphetNet does at modeling_prophetnet.py#L1333, the cells are equivalent)",
+           f"{TF_SRC}/models/deprecated/xlm_prophetnet/modeling_xlm_prophetnet.py#L1554",
+           {"peft": ">=0.14", "transformers": "<5"}),
     Expect({**P, "arch": FEATURE_ENCODER_GRAD, "method": PEFT_INPUT_GRAD_METHODS, "gc_mode": "reentrant"},
            Outcome.EQUIVALENT,
            "the conv feature encoder of these speech models sets hidden_states.requires_grad = True itself while its "
