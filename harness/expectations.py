@@ -35,7 +35,8 @@ class Expect:
                                     # layers' part is a value difference of that part's size, `equivalent` when it is
                                     # below the tolerance. The only entries that may list `equivalent` among other
                                     # outcomes: the strict entries of the methods with a tensor per layer still
-                                    # show an upstream fix of the same loss.
+                                    # show an upstream fix of the same loss. Also a difference whose size varies
+                                    # by arch (PVeRA's other noise) when a case script is its strict guard.
 
     @property
     def outcomes(self) -> tuple[Outcome, ...]:
@@ -526,13 +527,14 @@ EXPECTATIONS: list[Expect] = [
            "_requires_grad flag is set (peft freezes the weights, not the flag): the checkpointed layers see a "
            "grad-requiring input whatever enable_input_require_grads did (probed: with the flag off they lose it)",
            f"{TF_SRC}/models/wav2vec2/modeling_wav2vec2.py", {"peft": ">=0.14"}),
-    Expect({**P, "arch": "roc_bert", "method": "boft", "order": "gc_first"}, Outcome.NOT_CHECKPOINTED,
+    Expect({**P, "arch": ("roc_bert", "rembert"), "method": "boft", "order": "gc_first"}, Outcome.NOT_CHECKPOINTED,
            "more memory with checkpointing, from peft's input-grad hook rather than the recompute: in gc_first order "
-           "get_peft_model calls enable_input_require_grads, so BOFT on RoCBert's front projection (map_inputs_layer, "
-           "in front of the checkpointed layers, 576 inputs: the 512-wide shape embedding is not shrunk) saves its "
-           "576x576 rotation, built anew each forward, for the input's gradient: +1.3 MB per step against ~0.2 MB "
-           "the two tiny checkpointed layers save (probed per saved tensor; a plain run with the hook saves more "
-           "still). At real sizes the layers' savings likely dominate (not measured)",
+           "get_peft_model calls enable_input_require_grads, so BOFT on the front projection (RoCBert's "
+           "map_inputs_layer, 576 inputs: the 512-wide shape embedding is not shrunk; RemBERT's "
+           "embedding_hidden_mapping_in) saves its rotation, built anew each forward, for the input's gradient: "
+           "+1.3 MB per step on RoCBert against ~0.2 MB the two tiny checkpointed layers save (probed per saved "
+           "tensor; a plain run with the hook saves more still). At real sizes the layers' savings likely dominate "
+           "(not measured)",
            f"{PEFT_SRC}/tuners/boft/layer.py#L640", {"peft": ">=0.14", "transformers": ">=4.57,<5"}),
     Expect({**P, "arch": FRONT_PROJECTION, "method": PEFT_INPUT_GRAD_METHODS + ("ln_tuning",), "gc_mode": "reentrant"},
            Outcome.EQUIVALENT,
@@ -654,17 +656,21 @@ EXPECTATIONS: list[Expect] = [
            "(its causal mask fills finfo(float64).min into a float32 tensor)",
            f"{PEFT_SRC}/tuners/delora/layer.py#L254", {"peft": ">=0.18", "transformers": ">=4.57,<5"}),
     # PVeRA with its own generator: after the rules above (a model's own outcome, a loss of gradients)
-    Expect({**P, "method": "pvera_seeded", "gc_mode": "non_reentrant"}, Outcome.MISMATCH,
+    Expect({**P, "method": "pvera_seeded", "gc_mode": "non_reentrant"},
+           (Outcome.MISMATCH, Outcome.GC_ERROR, Outcome.EQUIVALENT),
            "PVeRA samples its noise from a private torch.Generator when generator_seed is set; checkpointing restores "
            "the global RNG for the recompute, not that generator, so the recompute draws other noise than the "
            "forward (and advances it a second time): the gradients are those of another sample, from step 0 "
-           "(cases/pvera_generator_seed_recompute.py; generator_seed since peft 0.20)",
-           f"{PEFT_SRC}/tuners/pvera/layer.py#L169", {"peft": ">=0.20"}),
+           "(cases/pvera_generator_seed_recompute.py, the strict guard; generator_seed since peft 0.20). On an MoE "
+           "model the other noise routes tokens to other experts in the recompute, and non-reentrant checkpointing "
+           "raises on the tensors' other shapes (CheckpointError); where the loss barely depends on the noise "
+           "(lambda_b starts at zero; Florence-2, SAM, Splinter) the difference stays below the tolerance",
+           f"{PEFT_SRC}/tuners/pvera/layer.py#L169", {"peft": ">=0.20"}, below_tolerance=True),
     Expect({**P, "method": "pvera_seeded", "gc_mode": "reentrant"},
-           (Outcome.MISMATCH, Outcome.MISSING_GRAD, Outcome.GC_ERROR),
-           "as above where reentrant checkpointing keeps the gradients; where it loses them (the layer inputs do not "
-           "require grad: the rules for the other weight methods) that shows first",
-           f"{PEFT_SRC}/tuners/pvera/layer.py#L169", {"peft": ">=0.20"}),
+           (Outcome.MISMATCH, Outcome.MISSING_GRAD, Outcome.GC_ERROR, Outcome.EQUIVALENT),
+           "as above where reentrant checkpointing keeps the gradients (cases/pvera_generator_seed_recompute.py); "
+           "where it loses them (the layer inputs do not require grad: the rules for the other weight methods) that "
+           "shows first", f"{PEFT_SRC}/tuners/pvera/layer.py#L169", {"peft": ">=0.20"}, below_tolerance=True),
     # last: the model's own difference shows where no method-specific outcome comes first
     Expect({"arch": ("qwen3_vl", "qwen3_vl_moe")}, (Outcome.MISMATCH, Outcome.MISSING_GRAD),
            "checkpointing forces use_cache off, and without an attention mask and a cache transformers 4.57 builds "
