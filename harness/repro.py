@@ -261,6 +261,8 @@ def cache_cause(dtype, cand):
     """As the harness does: checkpointing turns use_cache off in training; does a plain run with it off train
     as the checkpointed one (the difference is the cache switch, not the recompute)?"""
     global CACHE, DTYPE
+    if not cand.ok and cand.error_stage != "train":
+        return "cache triage: not asked (the checkpointed run fails before training)"
     CACHE, DTYPE, recipe = False, dtype, Recipe()
     try:
         plain = train_recipe(recipe, gc=False, order=ORDER, steps=STEPS, seed=SEED, lr=LR, timeout=TIMEOUT)
