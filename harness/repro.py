@@ -101,7 +101,7 @@ def script(cell_id: str, options: run.Options | None = None, with_outcome: bool 
     from_harness = "\n\n".join(_strip_imports(inspect.getsource(m)) for m in (outcomes, trace, compare))
     loop = f"RUNAWAY_FACTOR = {run.RUNAWAY_FACTOR}\n\n\n" + "\n\n".join(_strip_imports(inspect.getsource(obj)) for obj in (
         run.CellTimeout, run.time_limit, run._raise_timeout, run.RunawayRecompute, run.Probe, run._snapshot,
-        run._one_line, run.train_recipe, all_outputs_loss, to_dtype, cache_off))
+        run._one_line, run.train_recipe, run.cache_asked, run.cache_cause, all_outputs_loss, to_dtype, cache_off))
     return TEMPLATE.format(
         cell_id=cell.id, versions=versions(), header=textwrap.fill(header, 96, subsequent_indent="    "),
         arch=cell.arch, task=cell.task, method=cell.method, backend=cell.backend,
@@ -257,29 +257,17 @@ def verdict(dtype):
     return base, cand, compare(base, replay, cand, DTYPE)
 
 
-def cache_cause(dtype, cand):
-    """As the harness does: checkpointing turns use_cache off in training; does a plain run with it off train
-    as the checkpointed one (the difference is the cache switch, not the recompute)?"""
+def triage(dtype, cand):
+    """As the harness does: a plain run with use_cache off (checkpointing turns it off in training) against the
+    checkpointed run."""
     global CACHE, DTYPE
-    if not cand.ok and cand.error_stage != "train":
-        return "cache triage: not asked (the checkpointed run fails before training)"
     CACHE, DTYPE, recipe = False, dtype, Recipe()
     try:
         plain = train_recipe(recipe, gc=False, order=ORDER, steps=STEPS, seed=SEED, lr=LR, timeout=TIMEOUT)
     finally:
         CACHE = True
-    if not getattr(recipe, "cache_off", 0):
-        return "cache triage: no config has use_cache on"
-    if not cand.ok:   # the same exception type: "stage: Type: message"
-        if not plain.ok and plain.error.split(": ")[1:2] == cand.error.split(": ")[1:2]:
-            return "cause: the cache switch -- a plain run with use_cache off fails too: " + plain.error
-        return "not the cache switch: a plain run with use_cache off " + (
-            f"fails otherwise: {{plain.error}}" if not plain.ok else "trains")
-    if not plain.ok:
-        return f"cache triage: the plain run with use_cache off fails: {{plain.error}}"
-    if compare(plain, None, cand, dtype).outcome in (Outcome.EQUIVALENT, Outcome.NOT_CHECKPOINTED):
-        return "cause: the cache switch -- a plain run with use_cache off trains as the checkpointed one"
-    return "not the cache switch: a plain run with use_cache off differs too"
+    plain.cache_off = getattr(recipe, "cache_off", 0)
+    return cache_cause(plain, cand, dtype)[1] or "cache triage: no config has use_cache on"
 
 
 def main():
@@ -299,9 +287,8 @@ def main():
         v.detail += f"; float64 rerun: {{v64.outcome.value}}: {{v64.detail}}"
         if v64.outcome is Outcome.MISMATCH:
             judged = ("float64", c64)
-    if (v.outcome in (Outcome.MISMATCH, Outcome.GC_ERROR)
-            or v.outcome is Outcome.MISSING_GRAD and not GC_KWARGS["use_reentrant"]):
-        print(cache_cause(*judged))
+    if cache_asked(v.outcome, GC_KWARGS["use_reentrant"], cand):
+        print(triage(*judged))
     print(f"OUTCOME: {{v.outcome.value}}: {{v.detail}}")
     return 0 if v.outcome is Outcome.EQUIVALENT else 1
 

@@ -287,6 +287,35 @@ def _one_line(s: str, limit: int = 300) -> str:
     return s if len(s) <= limit else s[: limit - 3] + "..."
 
 
+def cache_asked(outcome: Outcome, reentrant: bool, cand: Trace) -> bool:
+    """Whether a verdict gets the cache triage: a value difference, a non-reentrant loss of gradients (a reentrant
+    one is the layer inputs', as a rule), or a failure in training that is not a time limit or runaway recompute."""
+    if outcome is Outcome.GC_ERROR:
+        return cand.error_stage == "train" and not any(
+            k in (cand.error or "") for k in ("CellTimeout", "RunawayRecompute"))
+    return outcome is Outcome.MISMATCH or outcome is Outcome.MISSING_GRAD and not reentrant
+
+
+def cache_cause(plain: Trace, cand: Trace, dtype: str) -> tuple[bool | None, str | None]:
+    """The cache triage's answer from `plain`, a plain run with use_cache off, and the line saying so: True when it
+    trains as the checkpointed run `cand` did, or fails as it did (the difference is the cache switch, not the
+    recompute), False when not, None when it cannot tell; the line is None when no config had use_cache on."""
+    from .compare import compare
+
+    if not plain.cache_off:
+        return None, None
+    if not cand.ok:   # the same exception type: "stage: Type: message"
+        same = not plain.ok and plain.error.split(": ")[1:2] == cand.error.split(": ")[1:2]
+        return same, ("cause: the cache switch -- a plain run with use_cache off fails too" if same else
+                      "not the cache switch: a plain run with use_cache off "
+                      + (f"fails otherwise: {plain.error}" if not plain.ok else "trains"))
+    if not plain.ok:
+        return None, f"cache triage: the plain run with use_cache off fails: {plain.error}"
+    same = compare(plain, None, cand, dtype).outcome in (Outcome.EQUIVALENT, Outcome.NOT_CHECKPOINTED)
+    return same, ("cause: the cache switch -- a plain run with use_cache off trains as the checkpointed one" if same
+                  else "not the cache switch: a plain run with use_cache off differs too")
+
+
 # ---------------------------------------------------------------------------------------------
 # Cells: a baseline (run twice: noise floor) shared by every checkpointed variant of a cell.
 @dataclass
@@ -401,35 +430,14 @@ class Runner:
         """Checkpointing changes one thing besides recomputing: in training it turns use_cache off, and a model
         may compute otherwise without its cache (Zamba2's pad mask, Qwen3-VL's packed-sequence mask, the memory
         layout of cached K/V, NemotronH's no-cache kernel branch). A plain run with use_cache off tells the two
-        apart: True when it trains as the checkpointed run did, or fails as it did (the difference is the cache
-        switch, not the recompute), False when not, None when not asked: no value difference or failure, a
-        reentrant loss of gradients (the layer inputs', as a rule), a time limit, or no config had use_cache on.
-        In float64 where the float32 mismatch was confirmed there."""
-        from .compare import compare
-
-        failed = verdict.outcome is Outcome.GC_ERROR
-        if failed and (cand.error_stage != "train"
-                       or any(k in (cand.error or "") for k in ("CellTimeout", "RunawayRecompute"))):
-            return None
-        if not (failed or verdict.outcome is Outcome.MISMATCH
-                or verdict.outcome is Outcome.MISSING_GRAD and cell.gc_mode == "non_reentrant"):
+        apart (:func:`cache_cause`), in float64 where the float32 mismatch was confirmed there; None when not asked
+        (:func:`cache_asked`)."""
+        if not cache_asked(verdict.outcome, cell.gc_mode == "reentrant", cand):
             return None
         dtype, cand = ("float64", c64) if c64 is not None else (self.options.dtype, cand)
-        plain = self._train(cell, None, dtype, cache=False)
-        if not plain.cache_off:
-            return None
-        if failed:   # the same exception type: "stage: Type: message"
-            same = not plain.ok and plain.error.split(": ")[1:2] == cand.error.split(": ")[1:2]
-            verdict.detail += ("; cause: the cache switch -- a plain run with use_cache off fails too" if same else
-                               "; not the cache switch: a plain run with use_cache off "
-                               + (f"fails otherwise: {plain.error}" if not plain.ok else "trains"))
-            return same
-        if not plain.ok:
-            verdict.detail += f"; cache triage: the plain run with use_cache off fails: {plain.error}"
-            return None
-        same = compare(plain, None, cand, dtype).outcome in (Outcome.EQUIVALENT, Outcome.NOT_CHECKPOINTED)
-        verdict.detail += ("; cause: the cache switch -- a plain run with use_cache off trains as the checkpointed "
-                           "one" if same else "; not the cache switch: a plain run with use_cache off differs too")
+        same, line = cache_cause(self._train(cell, None, dtype, cache=False), cand, dtype)
+        if line:
+            verdict.detail += "; " + line
         return same
 
     def run_cell(self, cell) -> dict:

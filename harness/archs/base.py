@@ -184,9 +184,11 @@ def to_dtype(model, device, dtype):
     import re
 
     model = model.to(device=device, dtype=dtype)
+    if dtype == torch.float32:
+        return model
     for owner in model.modules():
         names = getattr(owner, "_keep_in_fp32_modules_strict", None) or ()
-        if names and dtype != torch.float32:
+        if names:
             keep = re.compile("|".join(rf"((^|\.){re.escape(n)}($|\.))" for n in names))
             for name, sub in owner.named_modules():
                 if name and keep.search(name):
