@@ -115,7 +115,9 @@ FEATURE_ENCODER_GRAD = ("data2vec-audio", "hubert", "sew", "sew-d", "speecht5", 
 VISION_TOWER_5 = ("cosmos3_omni", "glm46v", "glm4v", "glm4v_moe", "glm5_next", "glm_ocr", "glmga", "minimax_m3_vl",
                   "ovis2", "qwen3_5", "qwen3_5_moe", "qwen3_omni_moe_thinker", "qwen3_vl", "qwen3_vl_moe")
 FRONT_PROJECTION = ("rembert", "wav2vec2-bert", "roc_bert", "florence2",
-                    "radio")   # its patch_projection (transformers 5, probed: left out, the loss comes back)
+                    "radio",   # its patch_projection (transformers 5, probed: left out, the loss comes back)
+                    # the feature stacking's projection (transformers 5; seen on 5.24.0, every weight method)
+                    "nemotron3_5_transcribe_asr_audio", "nemotron3_diarization_audio")
 # models whose encoder calls its GradientCheckpointingLayers with hidden_states=... (a keyword): no tensor input reaches
 # the reentrant checkpoint (probed on 4.57.6 with full fine-tuning; cases/keyword_hidden_states_reentrant.py)
 KEYWORD_HIDDEN_STATES = ("altclip", "chinese_clip", "layoutlm", "mlcd", "splinter")
