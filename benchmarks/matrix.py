@@ -5,7 +5,8 @@
 
 What a CI matrix of `python -m harness run --shard K/N` jobs does, for a machine without one: each part is
 its own process (a run that exhausts the memory cap leaves later parts unharmed) writing OUT/r_K_of_N.json;
-parts whose JSON is already complete are not run again, so an interrupted matrix resumes. At the end it
+parts whose JSON is already complete are not run again, and a part cut short resumes where it stopped
+(`harness run --resume`: same versions and options required), so an interrupted matrix resumes. At the end it
 prints each part's wall time and `python -m harness check -q` over every part found (the histogram).
 """
 from __future__ import annotations
@@ -60,9 +61,10 @@ def main() -> int:
 
     def one(k: int) -> None:
         t0 = time.perf_counter()
-        with open(path(k, "log"), "w") as log:
+        resume = ["--resume"] if os.path.exists(path(k, "json")) else []
+        with open(path(k, "log"), "a" if resume else "w") as log:
             rc = subprocess.call([sys.executable, "-m", "harness", "run", "--backend", args.backend, "--shard",
-                                  f"{k}/{n}", "--json", path(k, "json"), "-q", *args.run_args],
+                                  f"{k}/{n}", "--json", path(k, "json"), "-q", *resume, *args.run_args],
                                  stdout=log, stderr=subprocess.STDOUT)
         print(f"part {k}/{n}: exit {rc}, {time.perf_counter() - t0:.0f} s wall", flush=True)
 

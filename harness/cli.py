@@ -43,6 +43,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--memory-gb", type=float, default=8.0,
                      help="address-space cap of the process; 0 for none (default 8)")
     run.add_argument("--json", metavar="PATH")
+    run.add_argument("--resume", action="store_true",
+                     help="keep the selected cells already in --json (a run cut short, same versions and "
+                          "steps/dtype/device), re-judge them, run only the rest")
     run.add_argument("-q", "--quiet", action="store_true", help="print only non-matching cells and the summary")
     cal = sub.add_parser("calibrate", help="run only the plain baselines of the selection once; record which fail "
                                            "(--table-from: write the generated table from such runs)")
@@ -119,21 +122,46 @@ def _run(args) -> int:
     cap_memory(args.memory_gb)
     runner = Runner(Options(steps=args.steps, dtype=args.dtype, device=args.device, timeout=args.timeout,
                              threads=args.threads))
+    options = {"steps": args.steps, "dtype": args.dtype, "device": args.device}
     print(f"# {len(cells)} cells; versions {report.versions()}", flush=True)
-    results = []
-    interim = _every(JSON_EVERY, lambda: args.json and report.write_json(args.json, results, complete=False))
+    results = _resume_run(args.json, options, cells) if args.resume else []
+    if args.resume:
+        print(f"# resuming: {len(results)} cells kept", flush=True)
+    kept = {r["id"] for r in results}
+
+    def write(complete: bool) -> None:
+        if args.json:
+            report.write_json(args.json, results, complete=complete, options=options)
+    interim = _every(JSON_EVERY, lambda: write(False))
     with _until_interrupted(lambda: f"{len(results)} of {len(cells)} cells"):
-        for cell in sorted(cells, key=lambda c: (c.baseline_key, c.id)):
+        for cell in sorted((c for c in cells if c.id not in kept), key=lambda c: (c.baseline_key, c.id)):
             r = runner.run_cell(cell)
             results.append(r)
             if not (args.quiet and r["matches"]):
                 print(report.line(r), flush=True)
             interim()   # a long run leaves its results so far
     complete = len(results) == len(cells)
-    if args.json:
-        report.write_json(args.json, results, complete=complete)
+    write(complete)
     print(report.summary(results))
     return 0 if complete and all(r["matches"] for r in results) else 1
+
+
+def _resume_run(path: str | None, options: dict, cells: list) -> list[dict]:
+    """The records of `path` (a run of the installed versions with the same options) that belong to the
+    selected cells, re-judged against the current expectations."""
+    from .cells import SelectionError
+
+    if not path or not os.path.exists(path):
+        raise SelectionError("--resume needs --json naming an existing run's JSON")
+    data = _read_run(path)
+    if data.get("options") != options:
+        raise SelectionError(f"--resume: {path} was made with other options ({data.get('options')}; "
+                             f"here {options})")
+    ids = {c.id for c in cells}
+    kept = [r for r in data["cells"] if r["id"] in ids]
+    for r in kept:
+        _rejudge(r)
+    return kept
 
 
 def _calibrate(args) -> int:
@@ -234,8 +262,7 @@ def _check(args) -> int:
     the data, this re-judges finished runs without re-running them (same versions required). Several JSONs
     (the shards of a CI matrix) are merged: one histogram; a cell in two of them is a usage error."""
     from . import report
-    from .cells import AXES, SelectionError
-    from .expectations import judge
+    from .cells import SelectionError
 
     cells, seen, incomplete = [], {}, []
     for path in args.json_paths:
@@ -246,13 +273,22 @@ def _check(args) -> int:
             if r["id"] in seen:
                 raise SelectionError(f"cell {r['id']} is in both {seen[r['id']]} and {path} (overlapping runs)")
             seen[r["id"]] = path
-            r.update(judge({**{a: r[a] for a in AXES}, "modality": r.get("modality", "text")}, r["outcome"]))
+            _rejudge(r)
             if not (args.quiet or r["matches"]):
                 print(report.line(r))
             cells.append(r)
     print(report.summary(cells) + (f" ({len(incomplete)} incomplete run(s): {', '.join(incomplete)})"
                                    if incomplete else ""))
     return 0 if all(r["matches"] for r in cells) else 1
+
+
+def _rejudge(record: dict) -> None:
+    """Update a run's record with what the current expectations say of its outcome."""
+    from .cells import AXES
+    from .expectations import judge
+
+    record.update(judge({**{a: record[a] for a in AXES}, "modality": record.get("modality", "text")},
+                        record["outcome"]))
 
 
 def _read_run(path: str) -> dict:

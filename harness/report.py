@@ -33,9 +33,10 @@ def summary(results: list[dict]) -> str:
             f"cell time {sum(r.get('seconds', 0.0) for r in results):.0f} s")
 
 
-def write_json(path: str, results: list[dict], complete: bool = True) -> None:
-    """`complete` is False for the interim files of a running or interrupted run."""
-    dump(path, complete, cells=results)
+def write_json(path: str, results: list[dict], complete: bool = True, options: dict | None = None) -> None:
+    """`complete` is False for the interim files of a running or interrupted run; `options` (steps, dtype,
+    device) let `run --resume` refuse to mix runs made otherwise."""
+    dump(path, complete, **({"options": options} if options else {}), cells=results)
 
 
 def dump(path: str, complete: bool, indent: int = 1, **fields) -> None:

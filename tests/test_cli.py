@@ -175,6 +175,28 @@ def test_interrupted_run_keeps_what_finished(tmp_path, monkeypatch, capsys):
     data = json.loads(out.read_text())
     assert data["complete"] is False and [c["id"] for c in data["cells"]] == [calls[0].id]
     assert "interrupted after 1 of" in capsys.readouterr().out
+    # --resume keeps (and re-judges) the finished cell and runs only the others
+    monkeypatch.setattr("harness.expectations.EXPECTATIONS",
+                        [Expect({"backend": "full"}, Outcome.MISMATCH, "pretend it is known broken")])
+    again = []
+    monkeypatch.setattr(run_mod.Runner, "run_cell", lambda self, cell: again.append(cell) or {
+        "id": cell.id, **cell.fields(), "outcome": "mismatch", "expected": "mismatch", "matches": True,
+        "detail": "", "reason": "", "link": "", "seconds": 0.0})
+    assert cli.main(["run", "--backend", "full", "--arch", "bert", "--json", str(out), "--resume"]) == 1
+    data = json.loads(out.read_text())
+    assert data["complete"] is True and calls[0].id not in {c.id for c in again}
+    assert len(data["cells"]) == len(again) + 1 and data["options"] == {"steps": 3, "dtype": "float32",
+                                                                         "device": "cpu"}
+    first = next(c for c in data["cells"] if c["id"] == calls[0].id)
+    assert first["outcome"] == "equivalent" and first["expected"] == "mismatch" and not first["matches"]
+    assert "resuming: 1 cells kept" in capsys.readouterr().out
+    # made with other options, or no file: a usage error, nothing run
+    assert cli.main(["run", "--backend", "full", "--arch", "bert", "--json", str(out), "--resume",
+                     "--steps", "2"]) == 2
+    assert "other options" in capsys.readouterr().err
+    assert cli.main(["run", "--backend", "full", "--arch", "bert", "--json", str(tmp_path / "no.json"),
+                     "--resume"]) == 2
+    assert "needs --json naming an existing" in capsys.readouterr().err
 
 
 def test_check_rejudges_a_run_against_the_expectations(tmp_path, capsys):
