@@ -9,7 +9,7 @@ from typing import Iterable, Iterator
 from . import AXES, backends
 from .archs import archs_for
 from .archs.base import INPUTS, ArchSpec
-from .backends.base import GC_MODES, ORDERS
+from .backends.base import ORDERS
 
 TIERS = ("default", "full")
 
@@ -56,14 +56,15 @@ def _split(value: str | Iterable[str] | None) -> list[str] | None:
 
 
 def valid_choices(backend_names: Iterable[str]) -> dict[str, list[str]]:
-    archs, methods, tasks = set(), set(), set()
+    archs, methods, tasks, gc_modes = set(), set(), set(), {}
     for b in backend_names:
         be = backends.get(b)
         archs |= set(archs_for(b))
         tasks |= {t for a in archs_for(b).values() for t in a.tasks}
         methods |= set(be.methods)
+        gc_modes.update(dict.fromkeys(be.gc_modes))
     return {"backend": list(backends.BACKEND_NAMES), "arch": sorted(archs), "method": sorted(methods),
-            "gc_mode": list(GC_MODES), "inputs": list(INPUTS), "order": list(ORDERS), "task": sorted(tasks),
+            "gc_mode": list(gc_modes), "inputs": list(INPUTS), "order": list(ORDERS), "task": sorted(tasks),
             "tier": list(TIERS)}
 
 

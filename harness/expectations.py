@@ -38,6 +38,8 @@ class Expect:
                                     # show an upstream fix of the same loss. Also a difference whose size varies
                                     # by arch (PVeRA's other noise) when a case script is its strict guard.
 
+    machine: str = ""   # a condition of the machine (a key of MACHINES) the entry holds on, e.g. no accelerator
+
     @property
     def outcomes(self) -> tuple[Outcome, ...]:
         return self.outcome if isinstance(self.outcome, tuple) else (self.outcome,)
@@ -51,7 +53,16 @@ class Expect:
             v = installed(pkg)
             if v is None or Version(v) not in SpecifierSet(spec):
                 return False
-        return True
+        return not self.machine or MACHINES[self.machine]()
+
+
+def _no_accelerator() -> bool:
+    import torch
+
+    return torch.accelerator.current_accelerator() is None
+
+
+MACHINES = {"no_accelerator": _no_accelerator}
 
 
 @lru_cache(maxsize=None)
@@ -228,6 +239,15 @@ EXPECTATIONS: list[Expect] = [
     Expect({"arch": "van"}, Outcome.UNSUPPORTED,
            "transformers refuses: VanForImageClassification is not compatible with gradient checkpointing",
            f"{TF_SRC}/models/deprecated/van/modeling_van.py", {"transformers": ">=4.35,<5"}, refuses_checkpointing=True),
+    # ---- transformers 5's activation-checkpointing options (the `full` backend's extra gc modes), after the
+    # refusals of checkpointing itself ----
+    Expect({"gc_mode": "non_reentrant_offload"}, Outcome.GC_ERROR,
+           "offload=True wraps each checkpoint in save_on_cpu(pin_memory=True, device_type=<accelerator or "
+           "'cpu'>); without an accelerator torch.cpu.is_available() is True, so save_on_cpu pins and the forward "
+           "raises 'pin_memory=True requires a CUDA or other accelerator backend' although the code means "
+           "'nothing to copy off a device' (every release with offload, 5.17.0 to 5.25.0, bisected; PR #48590 "
+           "added the cpu fallback)", f"{TF5}/modeling_utils.py#L3160", {"transformers": ">=5.17"},
+           machine="no_accelerator"),
     # ---- the baseline itself fails inside the library (not checkpointing findings) ------------
     Expect({**P, "arch": ("clip_text_model", "flava")}, Outcome.ERROR,
            "peft's task wrapper (SEQ_CLS / FEATURE_EXTRACTION) passes inputs_embeds, which CLIPTextModel and FlavaModel "

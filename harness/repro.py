@@ -112,7 +112,7 @@ def script(cell_id: str, options: run.Options | None = None, with_outcome: bool 
         unsupported=repr(be.unsupported_patterns + backends.base.COMMON_UNSUPPORTED),
         batches=_batches_source(arch, cell.task, model, cell.inputs, o.steps, o.seed),
         steps=o.steps, seed=o.seed, lr=o.lr, dtype=o.dtype, timeout=o.timeout,
-        reentrant=cell.gc_mode == "reentrant",
+        reentrant=cell.gc_mode == "reentrant", gc_extra=backends.base.EXTRA_GC_MODES.get(cell.gc_mode, {}),
         all_outputs=cell.task == "feature" and type(arch).loss is not ArchSpec.loss, batch_extra=rep.get("batch_extra", "{}"),
         harness_sources=from_harness, loop_sources=loop,
     )
@@ -163,6 +163,7 @@ import transformers
 ORDER = "{order}"
 STEPS, SEED, LR, DTYPE, TIMEOUT = {steps}, {seed}, {lr}, "{dtype}", {timeout}
 GC_KWARGS = {{"use_reentrant": {reentrant}}}
+GC_EXTRA = {gc_extra}   # more arguments of transformers 5's activation_checkpointing_enable (every_n_layers, offload)
 CACHE = True   # False: use_cache switched off in the plain run, as checkpointing does (the cache triage)
 ALL_OUTPUTS = {all_outputs}  # the loss of a base model without a head: mean square of its outputs
 CONFIG = {config}
@@ -210,7 +211,10 @@ class Recipe:
         return model
 
     def enable_gc(self, model):
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=dict(GC_KWARGS))
+        if GC_EXTRA:
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs=dict(GC_KWARGS), **GC_EXTRA)
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=dict(GC_KWARGS))
 
     def attach(self, model):
 {attach}

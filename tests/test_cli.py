@@ -10,7 +10,7 @@ import pytest
 
 from harness import backends, cli
 from harness.cells import SelectionError, find, select
-from harness.expectations import EXPECTATIONS, Expect, expected
+from harness.expectations import EXPECTATIONS, MACHINES, Expect, expected
 from harness.outcomes import Outcome
 
 CASES_DIR = Path(__file__).resolve().parent.parent / "cases"
@@ -154,6 +154,16 @@ def test_expectations_are_versioned_data_with_reasons():
     assert expected({**fields, "gc_mode": "non_reentrant"})[0] == (Outcome.EQUIVALENT,)
     old = [Expect({"backend": "adapters"}, Outcome.ERROR, "x", "https://x", {"adapters": "<0.1"})]
     assert expected(fields, old)[0] == (Outcome.EQUIVALENT,)    # version range excludes the installed one
+
+
+def test_an_expectation_may_hold_on_a_kind_of_machine_only(monkeypatch):
+    fields = dict(backend="full", arch="bert", method="full", gc_mode="non_reentrant", inputs="masked",
+                  order="gc_first", task="seq_cls")
+    entry = Expect({"backend": "full"}, Outcome.GC_ERROR, "x", "https://x", machine="no_accelerator")
+    for accelerator in (True, False):
+        monkeypatch.setitem(MACHINES, "no_accelerator", lambda: not accelerator)
+        assert expected(fields, [entry])[0] == ((Outcome.EQUIVALENT,) if accelerator else (Outcome.GC_ERROR,))
+    assert all(not e.machine or e.machine in MACHINES for e in EXPECTATIONS)
 
 
 def test_interrupted_run_keeps_what_finished(tmp_path, monkeypatch, capsys):

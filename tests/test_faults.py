@@ -38,6 +38,14 @@ def test_healthy_checkpoint_is_equivalent(gc_mode):
     assert r["recomputed_segments"] > 0 and r["saved_bytes"]["candidate"] < r["saved_bytes"]["baseline"]
 
 
+@pytest.mark.skipif(not backends.base.extra_gc_modes(), reason="transformers before activation_checkpointing_enable's "
+                                                                "every_n_layers (the mode does not exist)")
+def test_every_second_layer_is_checkpointed_in_that_mode():
+    every, each = run(gc_mode="non_reentrant_every2"), run(gc_mode="non_reentrant")
+    assert every["outcome"] == "equivalent", every["detail"]
+    assert 0 < 2 * every["recomputed_segments"] == each["recomputed_segments"]
+
+
 @pytest.mark.parametrize("gc_mode", ["non_reentrant", "reentrant"])
 def test_rng_not_restored_is_mismatch(monkeypatch, gc_mode):
     def no_rng(fn, *args, **kw):

@@ -11,6 +11,22 @@ from typing import Any, Callable
 from ..archs.base import ArchSpec
 
 GC_MODES = ("non_reentrant", "reentrant")
+# transformers 5's activation_checkpointing_enable also takes every_n_layers and offload (what Trainer passes from
+# activation_checkpointing_kwargs): more modes, non-reentrant, where the installed transformers has them. They
+# are the model's machinery (which layers checkpoint, where saved tensors live), the same under any adapter: the
+# `full` backend has them in its product; a filter does not reach them on another backend.
+EXTRA_GC_MODES = {"non_reentrant_every2": {"every_n_layers": 2}, "non_reentrant_offload": {"offload": True}}
+
+
+def extra_gc_modes() -> tuple[str, ...]:
+    """The EXTRA_GC_MODES the installed transformers' activation_checkpointing_enable accepts."""
+    import inspect
+
+    from transformers import PreTrainedModel
+
+    enable = getattr(PreTrainedModel, "activation_checkpointing_enable", None)
+    params = inspect.signature(enable).parameters if enable else {}
+    return tuple(m for m, kw in EXTRA_GC_MODES.items() if set(kw) <= set(params))
 ORDERS = ("gc_first", "adapter_first")
 
 
@@ -46,9 +62,11 @@ class Backend:
         raise NotImplementedError
 
     def enable_gc(self, model, gc_mode: str):
-        model.gradient_checkpointing_enable(
-            gradient_checkpointing_kwargs={"use_reentrant": gc_mode == "reentrant"}
-        )
+        kwargs = {"use_reentrant": gc_mode == "reentrant"}
+        if gc_mode in EXTRA_GC_MODES:   # the same code in repro scripts (harness/repro.py)
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs, **EXTRA_GC_MODES[gc_mode])
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
     def repro(self, method: MethodSpec, arch: ArchSpec, task: str, model) -> dict:
         """Source for a standalone repro script: {"imports", "config" (a literal-able dict held in

@@ -2,7 +2,7 @@
 of the model itself from a bug of an adapter method."""
 from __future__ import annotations
 
-from .base import Backend, MethodSpec
+from .base import GC_MODES, Backend, MethodSpec, extra_gc_modes
 
 
 class FullBackend(Backend):
@@ -17,4 +17,5 @@ class FullBackend(Backend):
 
 
 def make() -> Backend:
-    return FullBackend(name="full", methods={"full": MethodSpec("full", lambda arch, task: None)})
+    return FullBackend(name="full", methods={"full": MethodSpec("full", lambda arch, task: None)},
+                       gc_modes=GC_MODES + extra_gc_modes())
