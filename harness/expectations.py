@@ -246,7 +246,7 @@ EXPECTATIONS: list[Expect] = [
            "'cpu'>); without an accelerator torch.cpu.is_available() is True, so save_on_cpu pins and the forward "
            "raises 'pin_memory=True requires a CUDA or other accelerator backend' although the code means "
            "'nothing to copy off a device' (every release with offload, 5.17.0 to 5.25.0, bisected; PR #48590 "
-           "added the cpu fallback)", f"{TF5}/modeling_utils.py#L3160", {"transformers": ">=5.17"},
+           "added the cpu fallback; cases/offload_pin_memory_without_accelerator.py)", f"{TF5}/modeling_utils.py#L3160", {"transformers": ">=5.17"},
            machine="no_accelerator"),
     # ---- the baseline itself fails inside the library (not checkpointing findings) ------------
     Expect({**P, "arch": ("clip_text_model", "flava")}, Outcome.ERROR,
