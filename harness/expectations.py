@@ -575,6 +575,10 @@ EXPECTATIONS: list[Expect] = [
            "tensor; a plain run with the hook saves more still). At real sizes the layers' savings likely dominate "
            "(not measured)",
            f"{PEFT_SRC}/tuners/boft/layer.py#L640", {"peft": ">=0.14", "transformers": ">=4.57,<5"}),
+    Expect({**P, "arch": "rembert", "method": "boft"}, Outcome.NOT_CHECKPOINTED,
+           "as above (RemBERT; RoCBert is not in transformers 5), in both orders: transformers 5's gradient_checkpointing_enable calls enable_input_require_grads "
+           "itself for models whose main input is input_ids (seen on 5.24.0)",
+           f"{TF5}/modeling_utils.py#L3198", {"peft": ">=0.14", "transformers": ">=5"}),
     Expect({**P, "arch": FRONT_PROJECTION, "method": PEFT_INPUT_GRAD_METHODS + ("ln_tuning",), "gc_mode": "reentrant"},
            Outcome.EQUIVALENT,
            "the arch-generic targets adapt the projection between the embeddings / features and the first "
