@@ -143,6 +143,23 @@ PER_ARCH: dict[str, dict[str, Any]] = {
     "esm": {"overrides": {"vocab_size": 33, "pad_token_id": 1, "mask_token_id": 32}},   # default vocab is None
     "xmod": {"overrides": {"default_language": "en_XX"}},   # forward needs a language (XmodConfig field)
     "pegasus_x": {"overrides": {"block_size": 8}},   # block-local attention pads the input to a block (default 512)
+    # transformers 5 types whose widths the rule does not know (the costliest baselines of the 5.24.0 calibration,
+    # 9-34 s each against a median well below 1 s): GLM-5-Next's linear attention (64 heads of 128), indexer
+    # (32 of 128) and vision merger (10240), 4.4M parameters, 160 s per peft cell in part 2/64; DeepSeek-V4's
+    # grouped output projection (8 groups of rank 1024) and indexer; MiniMax-M3-VL's projector (6144) and dense
+    # MLP (12288); Muse Spark's experts (4096); NeMo SpeechLM's NemotronH language model, 52 layers (its depth
+    # is the list of block types) with 64 Mamba heads of 64
+    "glm5_next": {"overrides": {"text_config.linear_num_heads": 4, "text_config.linear_head_dim": 8,
+                                "text_config.index_n_heads": 4, "text_config.index_head_dim": 8,
+                                "text_config.index_topk": 16, "vision_config.projection_intermediate_size": 40}},
+    "deepseek_v4": {"overrides": {"o_lora_rank": 4, "index_n_heads": 4, "index_head_dim": 8, "index_topk": 16}},
+    "minimax_m3_vl": {"overrides": {"projector_hidden_size": 32, "text_config.dense_intermediate_size": 37,
+                                    "text_config.index_head_dim": 8}},
+    "muse_spark_text": {"overrides": {"moe_hidden_size": 16}},
+    "nemo_speechlm": {"overrides": {"text_config.layers_block_type": ["linear_attention", "moe", "full_attention"],
+                                    "text_config.num_hidden_layers": 3, "text_config.mamba_num_heads": 4,
+                                    "text_config.mamba_head_dim": 8, "text_config.ssm_state_size": 16,
+                                    "text_config.moe_shared_expert_intermediate_size": 16}},
 }
 
 NEEDS_BBOX = ("udop",)   # text models whose forward requires token boxes
