@@ -21,6 +21,7 @@ def test_latent_attention_keeps_a_key_value_head_per_head_and_others_keep_groupe
 def test_expert_widths_are_16_byte_aligned_and_other_widths_stay_odd():
     """transformers 5 runs fused experts through grouped_mm, which needs 16-byte strides."""
     assert shrunk_values(AutoConfig.for_model("mixtral"))["intermediate_size"] % 4 == 0
+    assert shrunk_values(AutoConfig.for_model("hunyuan_v1_moe"))["intermediate_size"] % 4 == 0   # 1 expert -> 4
     assert shrunk_values(AutoConfig.for_model("llama"))["intermediate_size"] % 4 != 0   # odd on purpose
 
 

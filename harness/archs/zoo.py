@@ -333,7 +333,8 @@ def shrunk_values(cfg) -> dict[str, Any]:
                 out[prefix + k] = SHRINK[k]
         # experts that transformers 5 runs through grouped_mm need 16-byte strides: an expert width of 37 float32
         # ("strides should be multiple of 16 bytes") left Mixtral, OLMoE, GPT-OSS, ... uncovered there
-        if any(isinstance(d.get(k), int) and d[k] > 1 for k in _EXPERT_COUNT_KEYS):
+        # (the expert count as shrunk: HunYuan-MoE defaults to one expert, which the rule makes four)
+        if any(isinstance(n, int) and n > 1 for n in (out.get(prefix + k, d.get(k)) for k in _EXPERT_COUNT_KEYS)):
             for k in ("intermediate_size", "moe_intermediate_size"):
                 if isinstance(out.get(prefix + k), int) and out[prefix + k] % 4:
                     out[prefix + k] = MOE_WIDTH

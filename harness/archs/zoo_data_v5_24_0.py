@@ -1872,8 +1872,16 @@ TABLE = {
      'outcome': 'equivalent',
      'detail': '3 steps, 25 trainable tensors, 25 state entries; max abs 0 <= atol 1e-06; 24 segments '
                'recomputed; saved 269100/858156 bytes'},
-    'hunyuan_v1_moe': {'status': 'not_covered',
-     'reason': 'baseline fails: train: RuntimeError: strides should be multiple of 16 bytes'},
+    'hunyuan_v1_moe': {'status': 'covered',
+     'tasks': ('causal_lm', 'seq_cls'),
+     'modality': 'text',
+     'decoder_only': True,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'text',
+     'overrides': {'intermediate_size': 40, 'num_experts': 4, 'moe_topk': 2, 'head_dim': 8},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 31 trainable tensors, 31 state entries; max abs 0 <= atol 1e-06; 24 segments '
+               'recomputed; saved 101052/652668 bytes'},
     'hunyuan_vl': {'status': 'not_covered',
      'reason': 'baseline fails: train: ValueError: Image features and image tokens do not match: tokens: 8, '
                'features 16'},
