@@ -690,6 +690,10 @@ EXPECTATIONS: list[Expect] = [
            "layers on the graph, so the checkpointed run saves their boundaries and the LM head's input (300,072 vs "
            "206,940 bytes over 3 steps); against a plain run with that hook, checkpointing does save (probed, 4.57.6)",
            f"{PEFT_SRC}/peft_model.py#L184", {"peft": ">=0.18", "transformers": ">=4.57,<5"}),
+    Expect({**P, "arch": "evolla", "method": "shadow"}, Outcome.NOT_CHECKPOINTED,
+           "as above, in both orders: transformers 5's gradient_checkpointing_enable calls enable_input_require_grads "
+           "itself for models whose main input is input_ids (seen on 5.24.0: the same 300,072 vs 206,940 bytes)",
+           f"{TF5}/modeling_utils.py#L3198", {"peft": ">=0.18", "transformers": ">=5"}),
     Expect({**P, "arch": "zamba2", "method": ("pvera", "beft"), "inputs": "padded", "task": "causal_lm"},
            Outcome.MISMATCH,
            "the Zamba2 no-cache pad leak (the full fine-tuning entry above): Zamba2 zeroes the pad rows before in_proj, "
