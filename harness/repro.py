@@ -101,7 +101,8 @@ def script(cell_id: str, options: run.Options | None = None, with_outcome: bool 
     from_harness = "\n\n".join(_strip_imports(inspect.getsource(m)) for m in (outcomes, trace, compare))
     loop = f"RUNAWAY_FACTOR = {run.RUNAWAY_FACTOR}\n\n\n" + "\n\n".join(_strip_imports(inspect.getsource(obj)) for obj in (
         run.CellTimeout, run.time_limit, run._raise_timeout, run.RunawayRecompute, run.Probe, run._snapshot,
-        run._one_line, run.train_recipe, run.cache_asked, run.cache_cause, all_outputs_loss, to_dtype, cache_off))
+        run._one_line, run.default_float, run.train_recipe, run.cache_asked, run.cache_cause, run.cast_inputs, all_outputs_loss, to_dtype,
+        cache_off))
     return TEMPLATE.format(
         cell_id=cell.id, versions=versions(), header=textwrap.fill(header, 96, subsequent_indent="    "),
         arch=cell.arch, task=cell.task, method=cell.method, backend=cell.backend,
@@ -201,6 +202,7 @@ def set_values(obj, values):
 
 class Recipe:
     """The calls a user makes: build the tiny model, attach the method, enable checkpointing."""
+    dtype = DTYPE
 
     def build(self):
         model = transformers.{model_cls}(make_config())
@@ -221,7 +223,7 @@ class Recipe:
         return model
 
     def batch(self, model, step):
-        return dict(BATCHES[step], **{batch_extra})
+        return cast_inputs(dict(BATCHES[step], **{batch_extra}), getattr(torch, DTYPE))
 
     def loss(self, output):
         loss = getattr(output, "loss", None)

@@ -193,13 +193,21 @@ class CellRecipe:
         # made for the transformers model, not for a library's wrapper around it (whose forward signature
         # would hide e.g. decoder_input_ids): the same batch the repro script holds
         batch = self.arch.make_batch(self.task, transformers_model(model), self.inputs, step, self.seed)
-        return {k: (v.to(self.device) if isinstance(v, torch.Tensor) else v) for k, v in batch.items()}
+        return {k: (v.to(self.device) if isinstance(v, torch.Tensor) else v)
+                for k, v in cast_inputs(batch, DTYPES[self.dtype]).items()}
 
     def loss(self, output):
         return self.arch.loss(self.task, output)
 
     def is_unsupported(self, exc):
         return self.backend.is_unsupported(exc)
+
+
+def cast_inputs(batch: dict, dtype: torch.dtype) -> dict:
+    """The float inputs in the model's dtype, as a user prepares them for a float64 / bfloat16 model: many vision,
+    audio and time-series models do not cast pixels, waves or values themselves ("Input type (float) and bias
+    type (double)"), which left the float64 rerun of their mismatches unsettled. A no-op in float32."""
+    return {k: (v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v) for k, v in batch.items()}
 
 
 def transformers_model(model):
@@ -221,11 +229,30 @@ def train(arch: ArchSpec, task: str, backend: Backend, method: MethodSpec, *, in
     return trace
 
 
+@contextlib.contextmanager
+def default_float(dtype: str):
+    """Training in float64 makes float64 torch's default dtype too, as a user of a float64 model sets it: code
+    that makes a tensor without a dtype then agrees with the model (transformers' legacy causal-mask maker fills
+    a default-dtype tensor with the model dtype's minimum: 'value cannot be converted to type float without
+    overflow'). Only around training: the model and its adapters are made in float32 and cast, so that a float64
+    rerun starts from the float32 run's values."""
+    if dtype != "float64":
+        yield
+        return
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(old)
+
+
 def train_recipe(recipe, gc: bool, order: str, steps: int, seed: int, lr: float, timeout: float | None) -> Trace:
     trace = Trace()
     t0 = time.perf_counter()
     stage = "build"
-    with warnings.catch_warnings(record=True) as caught, time_limit(timeout), Probe() as probe:
+    with warnings.catch_warnings(record=True) as caught, time_limit(timeout), Probe() as probe, \
+            contextlib.ExitStack() as during:
         warnings.simplefilter("always")
         try:
             torch.manual_seed(seed)
@@ -240,6 +267,7 @@ def train_recipe(recipe, gc: bool, order: str, steps: int, seed: int, lr: float,
                 stage = "enable_gc"
                 recipe.enable_gc(model)
             stage = "train"
+            during.enter_context(default_float(recipe.dtype))
             model.train()
             named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
             trace.trainable = [n for n, _ in named]

@@ -162,19 +162,34 @@ def test_small_real_difference_survives_the_float64_rerun(monkeypatch):
     assert "float64 rerun: mismatch" in r["detail"]
 
 
+def _float32_only(fn, *a, **kw):
+    """A checkpoint that skews its output in float32 only: a difference float64 does not show."""
+    out = real_checkpoint(fn, *a, **kw)
+    first = out[0] if isinstance(out, tuple) else out
+    if first.dtype != torch.float32:
+        return out
+    return (out[0] * 1.1, *out[1:]) if isinstance(out, tuple) else out * 1.1
+
+
 def test_large_float32_only_difference_is_settled_by_float64(monkeypatch):
     """Training amplifies rounding without bound (a ReLU flip, a chaotic large step), so a float32 mismatch
     of any size is rerun in float64: one that float64 does not show is rounding, however large in float32."""
-    def float32_only(fn, *a, **kw):
-        out = real_checkpoint(fn, *a, **kw)
-        first = out[0] if isinstance(out, tuple) else out
-        if first.dtype != torch.float32:
-            return out
-        return (out[0] * 1.1, *out[1:]) if isinstance(out, tuple) else out * 1.1
-    monkeypatch.setattr(mu, "checkpoint", float32_only)
+    monkeypatch.setattr(mu, "checkpoint", _float32_only)
     r = run()
     assert r["outcome"] == "equivalent", r["detail"]
     assert "the float64 rerun agrees" in r["detail"] and r["max_rel_diff"] > 1e-2, r
+
+
+def test_the_float64_rerun_feeds_float_inputs_in_float64(monkeypatch):
+    """A time-series model takes float values it does not cast (so do many audio and vision models): the rerun
+    casts them as a user of a float64 model does, or it fails ('expected scalar type Double but found Float')
+    and leaves the float32 difference unsettled."""
+    from harness.archs import archs_for
+
+    ts = archs_for("full")["time_series_transformer"]
+    monkeypatch.setattr(mu, "checkpoint", _float32_only)
+    r = run(arch=ts, inputs=ts.inputs[0])
+    assert r["outcome"] == "equivalent" and "the float64 rerun agrees" in r["detail"], r["detail"]
 
 
 def test_recompute_in_a_loop_is_stopped_as_gc_error(monkeypatch):
