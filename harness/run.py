@@ -248,6 +248,8 @@ def default_float(dtype: str):
 
 
 def train_recipe(recipe, gc: bool, order: str, steps: int, seed: int, lr: float, timeout: float | None) -> Trace:
+    """Train one run of `recipe` (build, enable_gc, attach, batch, loss, is_unsupported, and `dtype`: the name of
+    the dtype it trains in), capturing its Trace. Shared verbatim with repro scripts."""
     trace = Trace()
     t0 = time.perf_counter()
     stage = "build"

@@ -210,6 +210,7 @@ def test_recompute_in_a_loop_is_stopped_as_gc_error(monkeypatch):
 class _DroppableRecipe:
     """A frozen encoder whose one trainable layer LayerDrop skips at step 1; checkpointed reentrantly (the
     input does not require grad, so a reentrant checkpoint that ran the layer loses the graph)."""
+    dtype = "float32"
 
     class Model(torch.nn.Module):
         def __init__(self):
