@@ -223,10 +223,7 @@ def train(arch: ArchSpec, task: str, backend: Backend, method: MethodSpec, *, in
     """Train one run. gc_mode None is the plain baseline; otherwise checkpointing is enabled in `order`.
     `cache` False: with use_cache switched off in the model's configs, as checkpointing does (the cache triage)."""
     recipe = CellRecipe(arch, task, backend, method, inputs, gc_mode, dtype, device, seed, cache)
-    trace = train_recipe(recipe, gc=gc_mode is not None, order=order, steps=steps, seed=seed, lr=lr,
-                         timeout=timeout)
-    trace.cache_off = recipe.cache_off
-    return trace
+    return train_recipe(recipe, gc=gc_mode is not None, order=order, steps=steps, seed=seed, lr=lr, timeout=timeout)
 
 
 @contextlib.contextmanager
@@ -303,6 +300,7 @@ def train_recipe(recipe, gc: bool, order: str, steps: int, seed: int, lr: float,
             trace.error = f"{stage}: {type(exc).__name__}: {_one_line(str(exc))}"
             trace.error_stage = stage
             trace.unsupported = not isinstance(exc, CellTimeout) and recipe.is_unsupported(exc)
+    trace.cache_off = getattr(recipe, "cache_off", 0)   # set by a recipe built with use_cache switched off
     trace.recomputed_segments = probe.segments
     trace.recomputed_modules = probe.modules
     trace.saved_bytes = probe.saved
