@@ -202,7 +202,10 @@ def set_values(obj, values):
 
 class Recipe:
     """The calls a user makes: build the tiny model, attach the method, enable checkpointing."""
-    dtype = DTYPE
+
+    @property
+    def dtype(self):   # DTYPE as it is now: the float64 rerun and the cache triage set it
+        return DTYPE
 
     def build(self):
         model = transformers.{model_cls}(make_config())
@@ -272,7 +275,6 @@ def triage(dtype, cand):
         plain = train_recipe(recipe, gc=False, order=ORDER, steps=STEPS, seed=SEED, lr=LR, timeout=TIMEOUT)
     finally:
         CACHE = True
-    plain.cache_off = getattr(recipe, "cache_off", 0)
     return cache_cause(plain, cand, dtype)[1] or "cache triage: no config has use_cache on"
 
 
