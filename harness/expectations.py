@@ -571,6 +571,21 @@ EXPECTATIONS: list[Expect] = [
            "positionally, as ProphetNet does at modeling_prophetnet.py#L1333, the cells are equivalent)",
            f"{TF_SRC}/models/deprecated/xlm_prophetnet/modeling_xlm_prophetnet.py#L1554",
            {"peft": ">=0.14", "transformers": "<5"}),
+    Expect({**P, "arch": "xlm-prophetnet", "method": "multitask_prompt_tuning", "gc_mode": "reentrant",
+            "task": "seq2seq_lm"}, Outcome.GC_ERROR,
+           "the same error in the other order too: for a seq2seq LM, peft prepends multitask prompt tuning's virtual "
+           "tokens to the decoder's input embeddings as well (peft_model.py#L2544), so a decoder layer's input "
+           "requires grad whatever enable_input_require_grads did (seen on 4.57.6, probed)",
+           f"{PEFT_SRC}/peft_model.py#L2544", {"peft": ">=0.14", "transformers": "<5"}),
+    Expect({**P, "arch": "xlm-prophetnet", "method": ("prompt_tuning", "p_tuning"), "gc_mode": "reentrant",
+            "order": "adapter_first", "task": "seq2seq_lm"}, Outcome.GC_ERROR,
+           "peft gives prompt tuning's / p-tuning's virtual tokens to the encoder only (peft_model.py#L2495), and "
+           "XLM-ProphetNet's decoder gets the encoder output only by keyword (above), which reentrant checkpointing "
+           "does not track: with nothing hooked in this order, no checkpointed decoder layer's input requires grad, "
+           "so the loss has none ('element 0 of tensors does not require grad'). Probed: every decoder layer's "
+           "positional input requires no grad, encoder_hidden_states does; the feature task, whose loss reads the "
+           "encoder output too, trains equivalently (seen on 4.57.6)",
+           f"{PEFT_SRC}/peft_model.py#L2495", {"peft": ">=0.14", "transformers": "<5"}),
     Expect({**P, "arch": FEATURE_ENCODER_GRAD, "method": PEFT_INPUT_GRAD_METHODS, "gc_mode": "reentrant"},
            Outcome.EQUIVALENT,
            "the conv feature encoder of these speech models sets hidden_states.requires_grad = True itself while its "
