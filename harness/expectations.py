@@ -175,6 +175,8 @@ PEFT_LINEAR_ONLY = ("beft", "boft", "c3a", "delora", "hra", "miss", "oft", "poly
 # DeLoRA amplifies the rounding of reentrant checkpointing beyond float64 (below): encoder-decoders whose feature
 # loss reads the encoder output directly and through every decoder layer (4.57.6; Florence-2 has its own entry)
 DELORA_REENTRANT_ROUNDING = ("marian", "mvp", "pegasus", "pegasus_x", "prophetnet")
+# on 5.x in both orders, and M2M100 / NLLB-MoE too, whose encoders transformers 5 hooks (EMBEDDINGS_NOT_CALLED)
+DELORA_REENTRANT_ROUNDING_5 = ("m2m_100", "marian", "mvp", "nllb-moe", "pegasus", "prophetnet")
 DELORA_REENTRANT_WHY = (
     "rounding amplified beyond float64, not recompute: with reentrant checkpointing the gradients differ in the last "
     "bits from step 0 (LoRA shows such differences at the same tensors and stays at 1e-12 in float32, 1e-18 in "
@@ -764,6 +766,10 @@ EXPECTATIONS: list[Expect] = [
     Expect({**P, "arch": DELORA_REENTRANT_ROUNDING, "method": "delora", "gc_mode": "reentrant", "task": "feature",
             "order": "gc_first"}, Outcome.MISMATCH, DELORA_REENTRANT_WHY,
            f"{PEFT_SRC}/tuners/delora/layer.py#L254", {"peft": ">=0.18", "transformers": ">=4.57,<5"}),
+    Expect({**P, "arch": DELORA_REENTRANT_ROUNDING_5, "method": "delora", "gc_mode": "reentrant", "task": "feature"},
+           Outcome.MISMATCH, DELORA_REENTRANT_WHY + " (transformers 5: in both orders, as its "
+           "gradient_checkpointing_enable calls enable_input_require_grads itself; seen on 5.24.0)",
+           f"{PEFT_SRC}/tuners/delora/layer.py#L254", {"peft": ">=0.18", "transformers": ">=5"}),
     # PVeRA with its own generator: after the rules above (a model's own outcome, a loss of gradients)
     Expect({**P, "method": "pvera_seeded", "gc_mode": "non_reentrant"},
            (Outcome.MISMATCH, Outcome.GC_ERROR, Outcome.EQUIVALENT),
