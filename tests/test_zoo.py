@@ -63,3 +63,29 @@ def test_rope_overrides_take_the_installed_form_and_mrope_sections_fit_the_head(
     v4 = SimpleNamespace(text_config=SimpleNamespace(rope_theta=5e6, rope_scaling=None))
     assert rope_form(v4, over) == over
     assert _mrope_sections(8) == [2, 1, 1] and _mrope_sections(8, 0.5) == [1, 1, 0] and sum(_mrope_sections(16)) == 8
+
+
+def test_image_placeholders_are_counted_from_the_features_that_fill_them():
+    """transformers 5's get_image_features returns the vision tower's output with the projected features as
+    pooler_output; counting the tower's last_hidden_state (one CLS token more per image on LLaVA, the unmerged
+    patches on Gemma 3) made 13 VLMs' batches mismatch their features, so they were not covered on 5.x."""
+    from transformers.modeling_outputs import BaseModelOutputWithPooling
+
+    from harness.archs.zoo import _image_tokens_per_image
+
+    class VLM(torch.nn.Module):
+        def __init__(self, out):
+            super().__init__()
+            self.out = out
+
+        def get_image_features(self, pixel_values):
+            return self.out(pixel_values.shape[0])
+
+    pixels = torch.zeros(2, 3, 8, 8)
+    tower, merged = torch.zeros(2, 17, 4), [torch.zeros(4, 4), torch.zeros(4, 4)]   # 17 = 16 patches + CLS
+    five = VLM(lambda b: BaseModelOutputWithPooling(last_hidden_state=tower, pooler_output=merged))
+    assert _image_tokens_per_image(five, pixels, {}) == 4
+    no_pooled = VLM(lambda b: BaseModelOutputWithPooling(last_hidden_state=tower))
+    assert _image_tokens_per_image(no_pooled, pixels, {}) == 17
+    four = VLM(lambda b: torch.zeros(b, 16, 4))   # transformers 4: the features themselves
+    assert _image_tokens_per_image(four, pixels, {}) == 16

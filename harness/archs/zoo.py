@@ -735,7 +735,9 @@ def _image_tokens_per_image(model, pixel_values, extras) -> int:
     finally:
         model.train(was)
     if hasattr(f, "pooler_output") and not isinstance(f, torch.Tensor):
-        f = f[0]
+        # transformers 5: the features that fill the placeholders are pooler_output (last_hidden_state is the
+        # vision tower's own output); an output without them counts its first field
+        f = f.pooler_output if f.pooler_output is not None else f[0]
     parts = f if isinstance(f, (list, tuple)) else [f]
     total = sum(x.reshape(-1, x.shape[-1]).shape[0] for x in parts)
     return total // pixel_values.shape[0]

@@ -169,9 +169,18 @@ TABLE = {
      'detail': '3 steps, 46 trainable tensors, 47 state entries; max abs 0 <= atol 1e-06; 24 segments '
                'recomputed; saved 269100/1257804 bytes; 10 of 46 trainable tensors never get a non-zero '
                'gradient, not vouched for (first model.layers.0.self_attn.indexer.wq_b.weight)'},
-    'aya_vision': {'status': 'not_covered',
-     'reason': 'baseline fails: train: ValueError: Image features and image tokens do not match, tokens: 32, '
-               'features: 8'},
+    'aya_vision': {'status': 'covered',
+     'tasks': ('causal_lm', 'feature'),
+     'modality': 'multimodal',
+     'decoder_only': True,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'vlm',
+     'overrides': {'text_config.layer_types': ['sliding_attention', 'full_attention'], 'image_token_index': 255},
+     'head_classes': {'causal_lm': 'AyaVisionForConditionalGeneration'},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 61 trainable tensors, 62 state entries; max abs 0 <= atol 1e-06; 42 segments '
+               'recomputed; saved 294576/1040208 bytes; 2 of 61 trainable tensors never get a non-zero gradient, '
+               'not vouched for (first model.vision_tower.post_layernorm.weight)'},
     'bailing_hybrid': {'status': 'not_covered',
      'reason': "baseline fails: train: RuntimeError: shape '[-1, 8, 0]' is invalid for input of size 80"},
     'bamba': {'status': 'not_covered',
@@ -505,9 +514,20 @@ TABLE = {
      'outcome': 'equivalent',
      'detail': '3 steps, 18 trainable tensors, 19 state entries; max abs 0 <= atol 1e-06; 18 segments '
                'recomputed; saved 269100/1156140 bytes'},
-    'cohere2_vision': {'status': 'not_covered',
-     'reason': 'baseline fails: train: ValueError: Image features and image tokens do not match, tokens: 32, '
-               'features: 8'},
+    'cohere2_vision': {'status': 'covered',
+     'tasks': ('causal_lm', 'feature'),
+     'modality': 'multimodal',
+     'decoder_only': True,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'vlm',
+     'overrides': {'vision_config.vision_use_head': False,
+                   'text_config.layer_types': ['sliding_attention', 'full_attention'],
+                   'image_token_id': 255,
+                   'alignment_intermediate_size': 32},
+     'head_classes': {'causal_lm': 'Cohere2VisionForConditionalGeneration'},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 59 trainable tensors, 60 state entries; max abs 0 <= atol 1e-06; 42 segments '
+               'recomputed; saved 282096/1027728 bytes'},
     'cohere_asr': {'status': 'covered',
      'tasks': ('feature',),
      'modality': 'audio',
@@ -1167,9 +1187,25 @@ TABLE = {
      'outcome': 'equivalent',
      'detail': '3 steps, 27 trainable tensors, 27 state entries; max abs 0 <= atol 1e-06; 24 segments '
                'recomputed; saved 269100/856236 bytes'},
-    'florence2': {'status': 'not_covered',
-     'reason': 'baseline fails: train: ValueError: Image features and image tokens do not match, tokens: 64, '
-               'features: 4'},
+    'florence2': {'status': 'covered',
+     'tasks': ('causal_lm', 'feature'),
+     'modality': 'multimodal',
+     'decoder_only': True,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'vlm',
+     'enc_dec': True,
+     'overrides': {'text_config.encoder_layerdrop': 0.1,
+                   'text_config.decoder_layerdrop': 0.1,
+                   'vision_config.depths': [1, 1, 1, 1],
+                   'vision_config.embed_dim': [32, 32, 32, 32],
+                   'vision_config.num_heads': [2, 2, 2, 2],
+                   'vision_config.projection_dim': 32,
+                   'image_token_id': 255,
+                   'projection_dim': 32},
+     'head_classes': {'causal_lm': 'Florence2ForConditionalGeneration'},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 240 trainable tensors, 244 state entries; max abs 0 <= atol 1e-06; 72 segments '
+               'recomputed; saved 4717140/5455380 bytes'},
     'florence_vision': {'status': 'not_covered', 'reason': 'no trainable head/task'},
     'fnet': {'status': 'covered',
      'tasks': ('seq_cls', 'token_cls'),
@@ -1242,9 +1278,21 @@ TABLE = {
      'outcome': 'equivalent',
      'detail': '3 steps, 24 trainable tensors, 25 state entries; max abs 0 <= atol 1e-06; 36 segments '
                'recomputed; saved 330552/959160 bytes'},
-    'gemma3': {'status': 'not_covered',
-     'reason': 'baseline fails: train: ValueError: Image features and image tokens do not match, tokens: 32, '
-               'features: 8'},
+    'gemma3': {'status': 'covered',
+     'tasks': ('causal_lm', 'seq_cls'),
+     'modality': 'multimodal',
+     'decoder_only': True,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'vlm',
+     'overrides': {'text_config.layer_types': ['sliding_attention', 'full_attention'],
+                   'vision_config.vision_use_head': False,
+                   'mm_tokens_per_image': 4,
+                   'boi_token_index': 255,
+                   'eoi_token_index': 254,
+                   'image_token_index': 253},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 67 trainable tensors, 68 state entries; max abs 0 <= atol 1e-06; 60 segments '
+               'recomputed; saved 275280/1226640 bytes'},
     'gemma3_text': {'status': 'covered',
      'tasks': ('causal_lm', 'seq_cls'),
      'modality': 'text',
@@ -1617,9 +1665,17 @@ TABLE = {
      'detail': '3 steps, 56 trainable tensors, 56 state entries; max abs 0 <= atol 1e-06; 60 segments '
                'recomputed; saved 886656/2438400 bytes'},
     'glpn': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
-    'got_ocr2': {'status': 'not_covered',
-     'reason': 'baseline fails: train: ValueError: Image features and image tokens do not match, tokens: 2048, '
-               'features: 2'},
+    'got_ocr2': {'status': 'covered',
+     'tasks': ('causal_lm', 'feature'),
+     'modality': 'multimodal',
+     'decoder_only': True,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'vlm',
+     'overrides': {'vision_config.mlp_dim': 37, 'image_token_index': 255},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 67 trainable tensors, 68 state entries; max abs 0 <= atol 1e-06; 48 segments '
+               'recomputed; saved 666486/25407702 bytes; 4 of 67 trainable tensors never get a non-zero '
+               'gradient, not vouched for (first model.vision_tower.layers.0.attn.rel_pos_h)'},
     'got_ocr2_vision': {'status': 'not_covered', 'reason': 'no trainable head/task'},
     'gpt-sw3': {'status': 'covered',
      'tasks': ('causal_lm', 'seq_cls'),
@@ -2121,9 +2177,19 @@ TABLE = {
      'outcome': 'equivalent',
      'detail': '3 steps, 21 trainable tensors, 21 state entries; max abs 0 <= atol 1e-06; 24 segments '
                'recomputed; saved 269100/782892 bytes'},
-    'internvl': {'status': 'not_covered',
-     'reason': 'baseline fails: train: ValueError: Image features and image tokens do not match, tokens: 10, '
-               'features: 2'},
+    'internvl': {'status': 'covered',
+     'tasks': ('causal_lm', 'feature'),
+     'modality': 'multimodal',
+     'decoder_only': True,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'vlm',
+     'overrides': {'vision_config.projection_dropout': 0.1,
+                   'vision_config.image_size': [32, 32],
+                   'image_token_id': 255},
+     'head_classes': {'causal_lm': 'InternVLForConditionalGeneration'},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 66 trainable tensors, 67 state entries; max abs 0 <= atol 1e-06; 54 segments '
+               'recomputed; saved 204198/624870 bytes'},
     'internvl_vision': {'status': 'covered',
      'tasks': ('feature',),
      'modality': 'vision',
@@ -2341,9 +2407,17 @@ TABLE = {
      'reason': 'baseline fails: train: TypeError: Lfm3VlVisionModel.forward() missing 2 required positional '
                "arguments: 'pixel_values' and 'grid_thw'"},
     'lightglue': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
-    'lighton_ocr': {'status': 'not_covered',
-     'reason': 'baseline fails: train: ValueError: Image features and image tokens do not match, tokens: 32, '
-               'features: 256'},
+    'lighton_ocr': {'status': 'covered',
+     'tasks': ('causal_lm', 'feature'),
+     'modality': 'multimodal',
+     'decoder_only': True,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'vlm',
+     'overrides': {'image_token_id': 255},
+     'head_classes': {'causal_lm': 'LightOnOcrForConditionalGeneration'},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 48 trainable tensors, 49 state entries; max abs 0 <= atol 1e-06; 48 segments '
+               'recomputed; saved 323568/1427184 bytes'},
     'lilt': {'status': 'not_covered',
      'reason': 'baseline fails: train: RuntimeError: mat1 and mat2 shapes cannot be multiplied (20x30 and 32x8)'},
     'llama': {'status': 'covered',
@@ -2373,9 +2447,18 @@ TABLE = {
      'detail': '3 steps, 27 trainable tensors, 27 state entries; max abs 0 <= atol 1e-06; 24 segments '
                'recomputed; saved 269100/1577436 bytes'},
     'llama4_vision_model': {'status': 'not_covered', 'reason': 'no trainable head/task'},
-    'llava': {'status': 'not_covered',
-     'reason': 'baseline fails: train: ValueError: Image features and image tokens do not match, tokens: 34, '
-               'features: 1024'},
+    'llava': {'status': 'covered',
+     'tasks': ('causal_lm', 'feature'),
+     'modality': 'multimodal',
+     'decoder_only': True,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'vlm',
+     'overrides': {'vision_config.projection_dim': 16, 'image_token_index': 255, 'vision_feature_layer': -1},
+     'head_classes': {'causal_lm': 'LlavaForConditionalGeneration'},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 64 trainable tensors, 64 state entries; max abs 0 <= atol 1e-06; 48 segments '
+               'recomputed; saved 426552/1810632 bytes; 2 of 64 trainable tensors never get a non-zero gradient, '
+               'not vouched for (first model.vision_tower.post_layernorm.weight)'},
     'llava_next': {'status': 'not_covered',
      'reason': 'baseline fails: train: RuntimeError: split_with_sizes expects split_sizes to sum exactly to 2 '
                "(input tensor's size at dimension 0), but got split_sizes=[232, 232]"},
@@ -2723,9 +2806,16 @@ TABLE = {
      'outcome': 'equivalent',
      'detail': '3 steps, 21 trainable tensors, 21 state entries; max abs 0 <= atol 1e-06; 24 segments '
                'recomputed; saved 269100/782892 bytes'},
-    'mistral3': {'status': 'not_covered',
-     'reason': 'baseline fails: train: ValueError: Image features and image tokens do not match, tokens: 32, '
-               'features: 256'},
+    'mistral3': {'status': 'covered',
+     'tasks': ('causal_lm', 'feature'),
+     'modality': 'multimodal',
+     'decoder_only': True,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'vlm',
+     'head_classes': {'causal_lm': 'Mistral3ForConditionalGeneration'},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 44 trainable tensors, 45 state entries; max abs 0 <= atol 1e-06; 48 segments '
+               'recomputed; saved 323568/1358640 bytes'},
     'mistral4': {'status': 'not_covered',
      'reason': 'baseline fails: train: RuntimeError: The size of tensor a (4) must match the size of tensor b '
                '(2) at non-singleton dimension 3'},
@@ -3542,9 +3632,18 @@ TABLE = {
      'reason': 'baseline fails: train: ValueError: not enough values to unpack (expected 3, got 2)'},
     'poolformer': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
     'pop2piano': {'status': 'not_covered', 'reason': 'no trainable head/task'},
-    'pp_chart2table': {'status': 'not_covered',
-     'reason': 'baseline fails: train: ValueError: Image features and image tokens do not match, tokens: 2048, '
-               'features: 2'},
+    'pp_chart2table': {'status': 'covered',
+     'tasks': ('causal_lm',),
+     'modality': 'multimodal',
+     'decoder_only': True,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'vlm',
+     'overrides': {'vision_config.mlp_dim': 37, 'image_token_index': 255},
+     'head_classes': {'causal_lm': 'GotOcr2ForConditionalGeneration'},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 67 trainable tensors, 68 state entries; max abs 0 <= atol 1e-06; 48 segments '
+               'recomputed; saved 666486/25407702 bytes; 4 of 67 trainable tensors never get a non-zero '
+               'gradient, not vouched for (first model.vision_tower.layers.0.attn.rel_pos_h)'},
     'pp_chart2table_vision': {'status': 'not_covered', 'reason': 'no trainable head/task'},
     'pp_doclayout_v2': {'status': 'not_covered', 'reason': 'no trainable head/task'},
     'pp_doclayout_v3': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
@@ -3602,9 +3701,19 @@ TABLE = {
      'detail': '3 steps, 110 trainable tensors, 110 state entries; max abs 0 <= atol 1e-06; 36 segments '
                'recomputed; saved 178380/27283212 bytes; 16 of 110 trainable tensors never get a non-zero '
                'gradient, not vouched for (first pvt_v2.encoder.layers.0.blocks.0.attention.query.weight)'},
-    'qianfan_ocr': {'status': 'not_covered',
-     'reason': 'baseline fails: train: ValueError: Image features and image tokens do not match, tokens: 10, '
-               'features: 2'},
+    'qianfan_ocr': {'status': 'covered',
+     'tasks': ('causal_lm', 'feature'),
+     'modality': 'multimodal',
+     'decoder_only': True,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'vlm',
+     'overrides': {'vision_config.projection_dropout': 0.1,
+                   'vision_config.image_size': [32, 32],
+                   'image_token_id': 255},
+     'head_classes': {'causal_lm': 'QianfanOCRForConditionalGeneration'},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 71 trainable tensors, 71 state entries; max abs 0 <= atol 1e-06; 63 segments '
+               'recomputed; saved 204198/678774 bytes'},
     'qianfan_ocr_vision': {'status': 'covered',
      'tasks': ('feature',),
      'modality': 'vision',
@@ -4304,9 +4413,22 @@ TABLE = {
      'outcome': 'equivalent',
      'detail': '3 steps, 62 trainable tensors, 62 state entries; max abs 0 <= atol 1e-06; 99 segments '
                'recomputed; saved 3431022/12374022 bytes'},
-    'shieldgemma2': {'status': 'not_covered',
-     'reason': 'baseline fails: train: ValueError: Image features and image tokens do not match, tokens: 32, '
-               'features: 8'},
+    'shieldgemma2': {'status': 'covered',
+     'tasks': ('causal_lm',),
+     'modality': 'multimodal',
+     'decoder_only': True,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'vlm',
+     'overrides': {'text_config.layer_types': ['sliding_attention', 'full_attention'],
+                   'vision_config.vision_use_head': False,
+                   'mm_tokens_per_image': 4,
+                   'boi_token_index': 255,
+                   'eoi_token_index': 254,
+                   'image_token_index': 253},
+     'head_classes': {'causal_lm': 'Gemma3ForConditionalGeneration'},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 67 trainable tensors, 68 state entries; max abs 0 <= atol 1e-06; 60 segments '
+               'recomputed; saved 275280/1226640 bytes'},
     'siglip': {'status': 'covered',
      'tasks': ('contrastive',),
      'modality': 'multimodal',
@@ -4713,9 +4835,21 @@ TABLE = {
     'video_llama_3_vision': {'status': 'not_covered',
      'reason': 'baseline fails: train: TypeError: VideoLlama3VisionModel.forward() missing 2 required positional '
                "arguments: 'grid_thw' and 'merge_sizes'"},
-    'video_llava': {'status': 'not_covered',
-     'reason': 'baseline fails: train: ValueError: Image features and image tokens do not match, tokens: 34, '
-               'features: 1024'},
+    'video_llava': {'status': 'covered',
+     'tasks': ('causal_lm', 'feature'),
+     'modality': 'multimodal',
+     'decoder_only': True,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'vlm',
+     'overrides': {'vision_config.projection_dim': 16,
+                   'image_token_index': 255,
+                   'video_token_index': 254,
+                   'vision_feature_layer': -1},
+     'head_classes': {'causal_lm': 'VideoLlavaForConditionalGeneration'},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 103 trainable tensors, 103 state entries; max abs 0 <= atol 1e-06; 48 segments '
+               'recomputed; saved 426552/1810632 bytes; 41 of 103 trainable tensors never get a non-zero '
+               'gradient, not vouched for (first model.video_tower.embeddings.class_embedding)'},
     'videomae': {'status': 'covered',
      'tasks': ('feature',),
      'modality': 'vision',
@@ -4741,9 +4875,21 @@ TABLE = {
      'outcome': 'equivalent',
      'detail': '3 steps, 46 trainable tensors, 46 state entries; max abs 0 <= atol 1e-06; 30 segments '
                'recomputed; saved 282288/1417680 bytes'},
-    'vipllava': {'status': 'not_covered',
-     'reason': 'baseline fails: train: ValueError: Image features and image tokens do not match, tokens: 34, '
-               'features: 32'},
+    'vipllava': {'status': 'covered',
+     'tasks': ('causal_lm', 'feature'),
+     'modality': 'multimodal',
+     'decoder_only': True,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'vlm',
+     'overrides': {'vision_config.projection_dim': 16,
+                   'image_token_index': 255,
+                   'vision_feature_layer': [-2, -1],
+                   'vision_feature_layers': [-2, -1]},
+     'head_classes': {'causal_lm': 'VipLlavaForConditionalGeneration'},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 66 trainable tensors, 66 state entries; max abs 0 <= atol 1e-06; 48 segments '
+               'recomputed; saved 464184/1848264 bytes; 2 of 66 trainable tensors never get a non-zero gradient, '
+               'not vouched for (first model.vision_tower.post_layernorm.weight)'},
     'vision-encoder-decoder': {'status': 'covered',
      'tasks': ('seq2seq_lm',),
      'modality': 'vision',
