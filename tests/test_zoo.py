@@ -68,7 +68,7 @@ def test_rope_overrides_take_the_installed_form_and_mrope_sections_fit_the_head(
 def test_image_placeholders_are_counted_from_the_features_that_fill_them():
     """transformers 5's get_image_features returns the vision tower's output with the projected features as
     pooler_output; counting the tower's last_hidden_state (one CLS token more per image on LLaVA, the unmerged
-    patches on Gemma 3) made 13 VLMs' batches mismatch their features, so they were not covered on 5.x."""
+    patches on Gemma 3) made 14 VLMs' batches mismatch their features, so they were not covered on 5.x."""
     from transformers.modeling_outputs import BaseModelOutputWithPooling
 
     from harness.archs.zoo import _image_tokens_per_image
