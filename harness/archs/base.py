@@ -92,6 +92,14 @@ class ArchSpec:
         return loss_of(task, output)
 
 
+def read_only(obj, name: str) -> bool:
+    """A property without a setter on obj's class (or what its attribute_map aliases the name to): a value the
+    config derives from its other fields."""
+    name = (getattr(type(obj), "attribute_map", None) or {}).get(name, name)
+    attr = getattr(type(obj), name, None)
+    return isinstance(attr, property) and attr.fset is None
+
+
 def _set_nested(cfg, key: str, value):
     obj = cfg
     *path, last = key.split(".")
@@ -114,7 +122,8 @@ def shrink_config(cfg, overrides: Mapping[str, Any] = ()):
             setattr(cfg, k, v)
     # per-layer lists sized for the default depth (e.g. layer_types) follow the shrunk depth
     n_layers = getattr(cfg, "num_hidden_layers", None)
-    if isinstance(getattr(cfg, "layer_types", None), list) and isinstance(n_layers, int):
+    if isinstance(getattr(cfg, "layer_types", None), list) and isinstance(n_layers, int) \
+            and not read_only(cfg, "layer_types"):   # transformers 5 derives some (Mamba's) from other fields
         cfg.layer_types = cfg.layer_types[:n_layers]
     vocab = getattr(cfg, "vocab_size", None)
     if isinstance(vocab, int):

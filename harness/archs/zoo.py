@@ -143,6 +143,13 @@ PER_ARCH: dict[str, dict[str, Any]] = {
     "esm": {"overrides": {"vocab_size": 33, "pad_token_id": 1, "mask_token_id": 32}},   # default vocab is None
     "xmod": {"overrides": {"default_language": "en_XX"}},   # forward needs a language (XmodConfig field)
     "pegasus_x": {"overrides": {"block_size": 8}},   # block-local attention pads the input to a block (default 512)
+    # hybrid Mamba / attention models: two layers of their pattern have no attention layer (Bamba and
+    # GraniteMoeHybrid have none by default), and transformers 5's cache of such a model raises in the plain run
+    # ("get_seq_length can only be called on Attention layers"): one layer of each kind
+    "jamba": {"overrides": {"attn_layer_period": 2, "attn_layer_offset": 1}},
+    "bamba": {"overrides": {"attn_layer_indices": [1]}},
+    "recurrent_gemma": {"overrides": {"block_types": ["recurrent", "attention"]}},
+    "granitemoehybrid": {"overrides": {"layer_types": ["linear_attention", "full_attention"]}},   # 5.x names
     # transformers 5 types whose widths the rule does not know (the costliest baselines of the 5.24.0 calibration,
     # 9-34 s each against a median well below 1 s): GLM-5-Next's linear attention (64 heads of 128), indexer
     # (32 of 128) and vision merger (10240), 4.4M parameters, 160 s per peft cell in part 2/64; DeepSeek-V4's
