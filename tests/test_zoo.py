@@ -89,3 +89,16 @@ def test_image_placeholders_are_counted_from_the_features_that_fill_them():
     assert _image_tokens_per_image(no_pooled, pixels, {}) == 17
     four = VLM(lambda b: torch.zeros(b, 16, 4))   # transformers 4: the features themselves
     assert _image_tokens_per_image(four, pixels, {}) == 16
+
+
+def test_per_arch_overrides_for_some_releases_apply_only_there():
+    """PEGASUS-X's encoder layerdrop is off only on transformers 5, whose encoder crashes when it drops a layer."""
+    import transformers
+    from packaging.version import Version
+
+    from harness.archs.zoo import per_arch
+
+    five = Version(transformers.__version__).major >= 5
+    over = per_arch("pegasus_x")["overrides"]
+    assert over["block_size"] == 8 and ("encoder_layerdrop" in over) == five
+    assert "when" not in per_arch("pegasus_x")

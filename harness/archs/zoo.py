@@ -106,7 +106,8 @@ _DROPOUT_KEY = re.compile(r"(dropout|pdrop|drop_prob|drop_rate|drop_path|layerdr
 
 # ---------------------------------------------------------------------------------------------
 # Per-arch corrections (data). Keys: overrides (config, dotted for sub-configs), task (force the
-# primary task), feed, inputs, skip (a not-covered reason).
+# primary task), feed, inputs, skip (a not-covered reason), when ({"<package><specifier>": more overrides}:
+# overrides for some releases only, e.g. around a bug of one release).
 # windowed vision: 64-pixel images in 4-pixel patches, windows of 2, so that every stage has a window
 _SWIN = {"overrides": {"image_size": 64, "patch_size": 4, "window_size": 2}}
 # multimodal rotary sections (t, h, w) summing to head_dim / 2 = 4; the text configs default to None
@@ -142,7 +143,11 @@ PER_ARCH: dict[str, dict[str, Any]] = {
     "vipllava": {"overrides": {"vision_feature_layers": [-2, -1]}},   # default picks layers of a 24-layer tower
     "esm": {"overrides": {"vocab_size": 33, "pad_token_id": 1, "mask_token_id": 32}},   # default vocab is None
     "xmod": {"overrides": {"default_language": "en_XX"}},   # forward needs a language (XmodConfig field)
-    "pegasus_x": {"overrides": {"block_size": 8}},   # block-local attention pads the input to a block (default 512)
+    # block-local attention pads the input to a block (default 512). transformers 5's encoder sets the hidden
+    # states to None when layerdrop drops a layer (4.57.6 keeps them), so the plain run raises ("'NoneType' object
+    # is not subscriptable", seen on 5.24.0): there, no encoder layerdrop (the decoder's and all dropout stay)
+    "pegasus_x": {"overrides": {"block_size": 8},
+                  "when": {"transformers>=5": {"encoder_layerdrop": 0.0}}},
     # hybrid Mamba / attention models: two layers of their pattern have no attention layer (Bamba and
     # GraniteMoeHybrid have none by default), and transformers 5's cache of such a model raises in the plain run
     # ("get_seq_length can only be called on Attention layers"): one layer of each kind
@@ -440,9 +445,26 @@ def rope_form(cfg, overrides: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def per_arch(model_type: str) -> dict[str, Any]:
+    """PER_ARCH's entry of a model_type, its `when` overrides merged where the installed packages match."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from packaging.requirements import Requirement
+
+    fix = dict(PER_ARCH.get(model_type, {}))
+    for req, more in fix.pop("when", {}).items():
+        r = Requirement(req)
+        try:
+            if r.specifier.contains(version(r.name), prereleases=True):
+                fix["overrides"] = {**fix.get("overrides", {}), **more}
+        except PackageNotFoundError:
+            pass
+    return fix
+
+
 def arch_overrides(model_type: str, cfg=None) -> dict[str, Any]:
     """PER_ARCH's config overrides of a model_type, in the installed transformers' form (:func:`rope_form`)."""
-    over = PER_ARCH.get(model_type, {}).get("overrides", {})
+    over = per_arch(model_type).get("overrides", {})
     if not over:
         return {}
     if cfg is None:
@@ -554,7 +576,7 @@ class LazyOverrides(Mapping):
 
 def generic_spec(model_type: str, task: str | None = None) -> tuple[ZooSpec | None, str]:
     """The rule's spec of a model_type (imports the head class, builds nothing); (None, reason) if none."""
-    fix = PER_ARCH.get(model_type, {})
+    fix = per_arch(model_type)
     if "skip" in fix:
         return None, fix["skip"]
     cands = candidate_tasks(model_type)
@@ -985,7 +1007,7 @@ def survey_one(model_type: str, timeout: float = 120.0, check: bool = True) -> d
     from ..backends import get
     from ..run import train
 
-    fix = PER_ARCH.get(model_type, {})
+    fix = per_arch(model_type)
     if "skip" in fix:
         return {"status": "not_covered", "reason": fix["skip"]}
     if model_type in COMPOSITES:

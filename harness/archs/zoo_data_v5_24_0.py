@@ -3585,8 +3585,17 @@ TABLE = {
      'outcome': 'equivalent',
      'detail': '3 steps, 91 trainable tensors, 95 state entries; max abs 0 <= atol 1e-06; 76 segments '
                'recomputed; saved 240812/1131260 bytes'},
-    'pegasus_x': {'status': 'not_covered',
-     'reason': "baseline fails: train: TypeError: 'NoneType' object is not subscriptable"},
+    'pegasus_x': {'status': 'covered',
+     'tasks': ('seq2seq_lm', 'feature'),
+     'modality': 'text',
+     'decoder_only': False,
+     'inputs': ('masked', 'unmasked', 'padded'),
+     'feed': 'text',
+     'enc_dec': True,
+     'overrides': {'decoder_layerdrop': 0.1, 'block_size': 8, 'encoder_layerdrop': 0.0},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 70 trainable tensors, 73 state entries; max abs 0 <= atol 1e-06; 98 segments '
+               'recomputed; saved 162060/2840300 bytes'},
     'perceiver': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
     'perception_lm': {'status': 'not_covered',
      'reason': 'needs package PIL: build: ImportError: TimmWrapperModel requires the PIL library but it was not '
