@@ -155,6 +155,13 @@ PER_ARCH: dict[str, dict[str, Any]] = {
     "bamba": {"overrides": {"attn_layer_indices": [1]}},
     "recurrent_gemma": {"overrides": {"block_types": ["recurrent", "attention"]}},
     "granitemoehybrid": {"overrides": {"layer_types": ["linear_attention", "full_attention"]}},   # 5.x names
+    # Zamba2's Mamba heads x head width must be its inner width (32 here): transformers 5 no longer derives the
+    # head width from the head count (8 heads of the rule's 8 = 64 raised in the plain run)
+    "zamba2": {"overrides": {"n_mamba_heads": 4}},
+    # transformers 5's DbrxAttention reads attn_config.rope_theta, which DbrxAttentionConfig no longer defines (a
+    # hub config.json still carries it), and clamps q/k/v to clip_qkv even when it is None (its default; raises):
+    # both set as DBRX's checkpoints set them
+    "dbrx": {"overrides": {"attn_config.rope_theta": 500000.0, "attn_config.clip_qkv": 8.0}},
     # transformers 5 types whose widths the rule does not know (the costliest baselines of the 5.24.0 calibration,
     # 9-34 s each against a median well below 1 s): GLM-5-Next's linear attention (64 heads of 128), indexer
     # (32 of 128) and vision merger (10240), 4.4M parameters, 160 s per peft cell in part 2/64; DeepSeek-V4's
