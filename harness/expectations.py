@@ -382,11 +382,14 @@ EXPECTATIONS: list[Expect] = [
            "NotImplementedError for models without get_input_embeddings: peft cannot be attached (transformers "
            "5 handles it)", f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.14", "transformers": ">=4.48,<5"}),
     # LN tuning on transformers 5 (a sweep of every arch, reentrant, both orders, on 5.24.0)
-    Expect({**P, "arch": ("nemotron_h", "nemo_speechlm"), "method": "ln_tuning"}, Outcome.GC_ERROR,
-           "NemotronH's Mamba2 mixer takes a fused-kernel branch in training without a cache, which checkpointing "
-           "forces: it reads self.norm.variance_epsilon directly, and LN tuning's wrapper of that norm has none "
-           "(AttributeError). The plain run keeps its cache and another branch; a plain run with use_cache off "
-           "fails too (the cache triage says so)", f"{TF5}/models/nemotron_h/modeling_nemotron_h.py#L501",
+    Expect({**P, "arch": ("nemotron_h", "nemo_speechlm", "bamba", "granitemoehybrid", "zamba2"), "method": "ln_tuning"},
+           Outcome.GC_ERROR,
+           "the Mamba2 mixer of NemotronH (and of Bamba, GraniteMoeHybrid, Zamba2: copies of it) takes a fused-kernel "
+           "branch in training without a cache, which checkpointing forces: it reads self.norm.variance_epsilon "
+           "directly, and LN tuning's wrapper of that norm has none (AttributeError). The plain run keeps its cache "
+           "and another branch; a plain run with use_cache off fails too (the cache triage says so). Mamba2 itself "
+           "takes that branch in the plain run too (error); Falcon-H1's mixer skips the norm by default (equivalent). "
+           "LN tuning swept over these seven archs on 5.24.0", f"{TF5}/models/nemotron_h/modeling_nemotron_h.py#L501",
            {"peft": ">=0.18", "transformers": ">=5"}),
     Expect({**P, "arch": BATCHNORM + BATCHNORM_5, "method": "ln_tuning", "gc_mode": "reentrant"},
            (Outcome.MISSING_GRAD, Outcome.GC_ERROR, Outcome.MISMATCH),
