@@ -154,7 +154,7 @@ PER_ARCH: dict[str, dict[str, Any]] = {
     "jamba": {"overrides": {"attn_layer_period": 2, "attn_layer_offset": 1}},
     "bamba": {"overrides": {"attn_layer_indices": [1]}},
     "recurrent_gemma": {"overrides": {"block_types": ["recurrent", "attention"]}},
-    "granitemoehybrid": {"overrides": {"layer_types": ["linear_attention", "full_attention"]}},   # 5.x names
+    "granitemoehybrid": {"when": {"transformers>=5": {"layer_types": ["linear_attention", "full_attention"]}}},
     # Zamba2's Mamba heads x head width must be its inner width (32 here): transformers 5 no longer derives the
     # head width from the head count (8 heads of the rule's 8 = 64 raised in the plain run)
     "zamba2": {"overrides": {"n_mamba_heads": 4}},
