@@ -2,12 +2,19 @@
 
     python benchmarks/matrix.py --backend peft --parts 64 --jobs 2 --out runs/peft
     python benchmarks/matrix.py --backend peft --parts 64 --out runs/peft --only 1-8   # some parts now, the rest later
+    python benchmarks/matrix.py --backend peft --parts 64 --out runs/peft --rerun arch=marian,pegasus
+    python benchmarks/matrix.py --backend peft --parts 64 --out runs/peft --rerun outcome=mismatch --rerun method=lora
 
 What a CI matrix of `python -m harness run --shard K/N` jobs does, for a machine without one: each part is
 its own process (a run that exhausts the memory cap leaves later parts unharmed) writing OUT/r_K_of_N.json;
 parts whose JSON is already complete are not run again, and a part cut short resumes where it stopped
 (`harness run --resume`: same versions and options required), so an interrupted matrix resumes. At the end it
 prints each part's wall time and `python -m harness check -q` over every part found (the histogram).
+
+--rerun KEY=V1,V2 first drops the matching cells from the parts' JSONs (repeated: a cell must match each; KEY is a
+field of a cell record, e.g. arch, method, gc_mode, outcome, matches), so that they run again: after a change to
+the zoo or the harness that alters their results. The parts are otherwise kept. Not while another matrix
+process writes the same folder.
 """
 from __future__ import annotations
 
@@ -33,6 +40,39 @@ def parts(spec: str | None, n: int) -> list[int]:
     return out
 
 
+RERUN_KEYS = ("id", "backend", "arch", "method", "gc_mode", "inputs", "order", "task", "modality", "outcome",
+              "expected", "matches")
+
+
+def rerun_filter(specs: list[str]) -> dict[str, set[str]]:
+    """['arch=marian,pegasus', 'outcome=mismatch'] -> {'arch': {'marian', 'pegasus'}, 'outcome': {'mismatch'}}."""
+    out: dict[str, set[str]] = {}
+    for spec in specs:
+        key, eq, values = spec.partition("=")
+        if key not in RERUN_KEYS or not eq or not values.strip(","):
+            raise SystemExit(f"error: --rerun {spec!r}: expected KEY=V1,V2 with KEY one of {', '.join(RERUN_KEYS)}")
+        out.setdefault(key, set()).update(v.lower() for v in values.split(",") if v)
+    return out
+
+
+def drop_cells(path: str, wanted: dict[str, set[str]]) -> int:
+    """Drop the cells of the run JSON at `path` matching every key of `wanted` and mark it incomplete (so that
+    `harness run --resume` runs them again); the number dropped. A file not there or not readable: 0."""
+    try:
+        with open(path) as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return 0
+    keep = [c for c in data["cells"] if not all(str(c.get(k)).lower() in vs for k, vs in wanted.items())]
+    dropped = len(data["cells"]) - len(keep)
+    if dropped:
+        data["cells"], data["complete"] = keep, False
+        with open(path + ".tmp", "w") as fh:
+            json.dump(data, fh, indent=1)
+        os.replace(path + ".tmp", path)
+    return dropped
+
+
 def complete(path: str) -> bool:
     try:
         with open(path) as fh:
@@ -48,14 +88,22 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes at once (default: cores)")
     ap.add_argument("--out", required=True, help="folder for r_K_of_N.json and r_K_of_N.log")
     ap.add_argument("--only", help="parts to run now, e.g. 1-8,12 (default: all)")
+    ap.add_argument("--rerun", action="append", default=[], metavar="KEY=V1,V2",
+                    help="first drop the cells matching this (repeatable: all must match) from the parts, to run "
+                         "them again")
     ap.add_argument("run_args", nargs="*", help="more `harness run` options, after --")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     n = args.parts
+    wanted = rerun_filter(args.rerun)
 
     def path(k: int, ext: str) -> str:
         return os.path.join(args.out, f"r_{k}_of_{n}.{ext}")
 
+    if wanted:
+        dropped = {k: drop_cells(path(k, "json"), wanted) for k in parts(args.only, n)}
+        print(f"# --rerun: {sum(dropped.values())} cells dropped from {sum(map(bool, dropped.values()))} parts",
+              flush=True)
     todo = [k for k in parts(args.only, n) if not complete(path(k, "json"))]
     print(f"# {len(todo)} parts of {n} to run, {args.jobs} at a time", flush=True)
 

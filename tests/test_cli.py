@@ -237,3 +237,39 @@ def test_check_rejudges_a_run_against_the_expectations(tmp_path, capsys):
     path.write_text(json.dumps({"versions": {**report.versions(), "torch": "0.1"}, "cells": []}))
     assert cli.main(["check", str(path)]) == 2
     assert "other versions than installed here: torch 0.1" in capsys.readouterr().err
+
+
+def test_matrix_rerun_drops_the_matching_cells_and_runs_only_them(tmp_path):
+    """benchmarks/matrix.py --rerun: after a change that alters some cells' results, those cells (and only they)
+    are dropped from the finished parts and run again; the rest of the part is kept as it was."""
+    from harness import report
+
+    cells = select(backend="full", arch="bert", task="seq_cls", tier="full")
+    stale = [{"id": c.id, **{a: getattr(c, a) for a in ("backend", "arch", "method", "gc_mode", "inputs", "order",
+                                                         "task")},
+              "modality": "text", "outcome": "mismatch", "expected": "equivalent", "matches": False, "detail": "old",
+              "seconds": -1.0} for c in cells]
+    out = tmp_path / "runs"
+    out.mkdir()
+    part = out / "r_1_of_1.json"
+    part.write_text(json.dumps({"versions": report.versions(), "complete": True,
+                                "options": {"steps": 3, "dtype": "float32", "device": "cpu"}, "cells": stale}))
+    matrix = [sys.executable, "benchmarks/matrix.py", "--backend", "full", "--parts", "1", "--out", str(out)]
+    root = Path(__file__).resolve().parent.parent
+    bad = subprocess.run([*matrix, "--rerun", "colour=red"], capture_output=True, text=True, env=ENV, cwd=root)
+    assert bad.returncode != 0 and bad.stderr.strip().splitlines() == [
+        "error: --rerun 'colour=red': expected KEY=V1,V2 with KEY one of id, backend, arch, method, gc_mode, inputs, "
+        "order, task, modality, outcome, expected, matches"]
+    done = subprocess.run([*matrix, "--rerun", "gc_mode=reentrant", "--rerun", "outcome=mismatch", "--",
+                           "--arch", "bert", "--task", "seq_cls"],
+                          capture_output=True, text=True, env=ENV, cwd=root, timeout=600)
+    n_reentrant = sum(c.gc_mode == "reentrant" for c in cells)
+    assert 0 < n_reentrant < len(cells)
+    assert f"# --rerun: {n_reentrant} cells dropped from 1 parts" in done.stdout, done.stdout + done.stderr
+    data = json.loads(part.read_text())
+    assert data["complete"] and len(data["cells"]) == len(cells)
+    rerun = {r["id"]: r for r in data["cells"] if r["seconds"] >= 0}
+    assert sorted(rerun) == sorted(c.id for c in cells if c.gc_mode == "reentrant")
+    assert {r["outcome"] for r in rerun.values()} == {"equivalent"}
+    # the kept cells are the old records (re-judged), so the merged check still reports them
+    assert f"{len(cells)} cells: " in done.stdout and f"{len(cells) - n_reentrant} not as expected" in done.stdout
