@@ -4,6 +4,7 @@
     python benchmarks/matrix.py --backend peft --parts 64 --out runs/peft --only 1-8   # some parts now, the rest later
     python benchmarks/matrix.py --backend peft --parts 64 --out runs/peft --rerun arch=marian,pegasus
     python benchmarks/matrix.py --backend peft --parts 64 --out runs/peft --rerun outcome=mismatch --rerun method=lora
+    python benchmarks/matrix.py --backend peft --parts 64 --out runs/peft --refresh   # add newly covered types
 
 What a CI matrix of `python -m harness run --shard K/N` jobs does, for a machine without one: each part is
 its own process (a run that exhausts the memory cap leaves later parts unharmed) writing OUT/r_K_of_N.json;
@@ -13,8 +14,9 @@ prints each part's wall time and `python -m harness check -q` over every part fo
 
 --rerun KEY=V1,V2 first drops the matching cells from the parts' JSONs (repeated: a cell must match each; KEY is a
 field of a cell record, e.g. arch, method, gc_mode, outcome, matches), so that they run again: after a change to
-the zoo or the harness that alters their results. The parts are otherwise kept. Not while another matrix
-process writes the same folder.
+the zoo or the harness that alters their results. The parts are otherwise kept. --refresh resumes every part,
+complete or not: the cells of its shard not in it yet run (model types the zoo has come to cover since), the rest
+is kept. Neither while another matrix process writes the same folder.
 """
 from __future__ import annotations
 
@@ -91,6 +93,8 @@ def main() -> int:
     ap.add_argument("--rerun", action="append", default=[], metavar="KEY=V1,V2",
                     help="first drop the cells matching this (repeatable: all must match) from the parts, to run "
                          "them again")
+    ap.add_argument("--refresh", action="store_true",
+                    help="resume every part, complete or not, so that cells new to its shard run")
     ap.add_argument("run_args", nargs="*", help="more `harness run` options, after --")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -104,7 +108,7 @@ def main() -> int:
         dropped = {k: drop_cells(path(k, "json"), wanted) for k in parts(args.only, n)}
         print(f"# --rerun: {sum(dropped.values())} cells dropped from {sum(map(bool, dropped.values()))} parts",
               flush=True)
-    todo = [k for k in parts(args.only, n) if not complete(path(k, "json"))]
+    todo = [k for k in parts(args.only, n) if args.refresh or not complete(path(k, "json"))]
     print(f"# {len(todo)} parts of {n} to run, {args.jobs} at a time", flush=True)
 
     def one(k: int) -> None:

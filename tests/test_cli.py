@@ -239,7 +239,7 @@ def test_check_rejudges_a_run_against_the_expectations(tmp_path, capsys):
     assert "other versions than installed here: torch 0.1" in capsys.readouterr().err
 
 
-def test_matrix_rerun_drops_the_matching_cells_and_runs_only_them(tmp_path):
+def test_matrix_rerun_and_refresh_run_just_the_cells_that_changed_or_are_new(tmp_path):
     """benchmarks/matrix.py --rerun: after a change that alters some cells' results, those cells (and only they)
     are dropped from the finished parts and run again; the rest of the part is kept as it was."""
     from harness import report
@@ -273,3 +273,11 @@ def test_matrix_rerun_drops_the_matching_cells_and_runs_only_them(tmp_path):
     assert {r["outcome"] for r in rerun.values()} == {"equivalent"}
     # the kept cells are the old records (re-judged), so the merged check still reports them
     assert f"{len(cells)} cells: " in done.stdout and f"{len(cells) - n_reentrant} not as expected" in done.stdout
+    # --refresh: a complete part that lacks cells of its shard (types newly covered) gets them, keeping the rest
+    part.write_text(json.dumps({**data, "cells": list(rerun.values())}))
+    fresh = subprocess.run([*matrix, "--refresh", "--", "--arch", "bert", "--task", "seq_cls"],
+                           capture_output=True, text=True, env=ENV, cwd=root, timeout=600)
+    data = json.loads(part.read_text())
+    assert data["complete"] and sorted(r["id"] for r in data["cells"]) == sorted(c.id for c in cells), fresh.stdout
+    assert [r for r in data["cells"] if r["id"] in rerun] == list(rerun.values())
+    assert f"{len(cells)} cells: " in fresh.stdout and "0 not as expected" in fresh.stdout
