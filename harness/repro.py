@@ -19,7 +19,7 @@ import torch
 from . import backends, compare, outcomes, run, trace
 from .archs import archs_for
 from .archs.base import ArchSpec, build_model, cache_off, to_dtype
-from .archs.zoo import all_outputs_loss
+from .archs.zoo import all_outputs_loss, nested_outputs
 from .cells import SelectionError, find
 from .report import versions
 
@@ -115,6 +115,7 @@ def script(cell_id: str, options: run.Options | None = None, with_outcome: bool 
         steps=o.steps, seed=o.seed, lr=o.lr, dtype=o.dtype, timeout=o.timeout,
         reentrant=cell.gc_mode == "reentrant", gc_extra=backends.base.EXTRA_GC_MODES.get(cell.gc_mode, {}),
         all_outputs=cell.task == "feature" and type(arch).loss is not ArchSpec.loss, batch_extra=rep.get("batch_extra", "{}"),
+        nested_outputs=nested_outputs(arch),
         harness_sources=from_harness, loop_sources=loop,
     )
 
@@ -167,6 +168,7 @@ GC_KWARGS = {{"use_reentrant": {reentrant}}}
 GC_EXTRA = {gc_extra}   # more arguments of transformers 5's activation_checkpointing_enable (every_n_layers, offload)
 CACHE = True   # False: use_cache switched off in the plain run, as checkpointing does (the cache triage)
 ALL_OUTPUTS = {all_outputs}  # the loss of a base model without a head: mean square of its outputs
+NESTED_OUTPUTS = {nested_outputs}  # ... the tensors inside list outputs too (a vision tower's inner-layer features)
 CONFIG = {config}
 METHOD_CONFIG = {method_config}
 # the library's own documented refusals: an exception matching one is `unsupported`
@@ -232,7 +234,7 @@ class Recipe:
         loss = getattr(output, "loss", None)
         if loss is not None:
             return loss
-        loss = all_outputs_loss(output) if ALL_OUTPUTS else None   # every float output (e.g. a pooler too)
+        loss = all_outputs_loss(output, NESTED_OUTPUTS) if ALL_OUTPUTS else None   # every float output (e.g. a pooler too)
         if loss is not None:
             return loss
         hidden = output[0] if isinstance(output, (tuple, list)) else output.last_hidden_state

@@ -102,3 +102,38 @@ def test_per_arch_overrides_for_some_releases_apply_only_there():
     over = per_arch("pegasus_x")["overrides"]
     assert over["block_size"] == 8 and ("encoder_layerdrop" in over) == five
     assert "when" not in per_arch("pegasus_x")
+
+
+def test_a_vlm_s_vision_tower_gets_flattened_patches_and_their_grid_and_trains_its_inner_layer_features():
+    """Qwen2-VL-style vision towers (transformers 5 registers 20 as model types) take flattened patches plus a
+    (t, h, w) grid, not images: they were not covered. Their deepstack mergers train only from the list of
+    inner-layer features the tower returns (a list, which the feature loss counts for these towers only)."""
+    from harness.archs.zoo import _grid_pixels, feed_of, nested_outputs
+
+    class Tower:
+        def forward(self, hidden_states, grid_thw, **kwargs): ...
+
+    class Vlm:
+        def forward(self, input_ids, pixel_values=None, image_grid_thw=None): ...
+
+    assert feed_of(Tower, "feature") == ("patch_grid", "vision")
+    assert feed_of(Vlm, "causal_lm")[0] == "text"     # a VLM of such towers stays a VLM (vlm_grid with its config)
+    from types import SimpleNamespace
+
+    pix, extras, n = _grid_pixels(SimpleNamespace(patch_size=4, in_channels=3, merge_size=2), torch.Generator(),
+                                  frames=1)
+    assert pix.shape == (2 * 16, 3 * 4 * 4) and extras["image_grid_thw"].tolist() == [[1, 4, 4]] * 2 and n == 4
+    pix, _, _ = _grid_pixels(SimpleNamespace(patch_size=4, temporal_patch_size=2), torch.Generator(), frames=1)
+    assert pix.shape[1] == 3 * 2 * 4 * 4
+    w = torch.ones(2, requires_grad=True)
+    out = {"last_hidden_state": w * 2, "deepstack_features": [w * 3]}
+    assert all_outputs_loss(out).item() == 4.0 and all_outputs_loss(out, nested=True).item() == 4.0 + 9.0
+    assert nested_outputs(SimpleNamespace(feed="patch_grid")) and not nested_outputs(SimpleNamespace(feed="text"))
+    towers = [a for a in archs_for("full").values() if getattr(a, "feed", None) == "patch_grid"]
+    if towers:   # transformers 5: a tower builds and trains, and its deepstack mergers get gradients
+        spec = next((a for a in towers if a.name == "qwen3_vl_vision"), towers[0])
+        model = build_model(spec, "feature")
+        batch = spec.make_batch("feature", model, "unmasked", 0)
+        spec.loss("feature", model(**batch)).backward()
+        dead = [n for n, p in model.named_parameters() if p.grad is None or not p.grad.any()]
+        assert not [n for n in dead if "deepstack" in n], dead

@@ -58,6 +58,7 @@ EXTRA_SHRINK: dict[str, Any] = {
     "first_k_dense_replace": 1, "moe_layer_start_index": 1, "decoder_sparse_step": 1,
     # other widths
     "intermediate_size_mlp": 37, "ffn_hidden_size": 37, "decoder_intermediate_size": 37, "mlp_dim": 37,
+    "projection_intermediate_size": 37,   # GLM-5-Next's vision merger: 10240 wide by default
     "kv_lora_rank": 16, "q_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 8, "v_head_dim": 8,
     "projection_dim": 16, "classifier_proj_size": 16, "xvector_output_dim": 16, "codevector_dim": 16,
     "proj_codevector_dim": 16, "num_codevectors_per_group": 16, "num_conv_pos_embeddings": 16,
@@ -102,6 +103,9 @@ BOOL_SET: dict[str, bool] = {"use_mamba_kernels": False}
 # list-valued keys: every element set to the value (the length, i.e. the number of stages, is kept)
 LIST_SHRINK: dict[str, int] = {"conv_dim": 32, "tdnn_dim": 16, "depths": 1, "num_heads": 2, "image_size": 32,
                                "embed_dim": 32, "attention_window": 8}
+# layers whose outputs are taken as more features (Qwen3-VL's deepstack): layers within the shrunk depth, so that
+# their mergers train (a default like [8, 16, 24] names none of 2 layers)
+LAYER_INDEXES: dict[str, list[int]] = {"deepstack_visual_indexes": [0, 1]}
 _DROPOUT_KEY = re.compile(r"(dropout|pdrop|drop_prob|drop_rate|drop_path|layerdrop)")
 
 # ---------------------------------------------------------------------------------------------
@@ -115,8 +119,6 @@ _ROPE = {"rope_type": "default", "type": "default", "mrope_section": [2, 1, 1]}
 _MROPE = {"overrides": {"rope_scaling": _ROPE}}
 # Qwen2-VL-style VLMs: flattened patches + grid (feed vlm_grid), the language model's rotary sections
 _GRID = {"feed": "vlm_grid", "overrides": {"text_config.rope_scaling": _ROPE}}
-_GRID_DEEPSTACK = {"feed": "vlm_grid", "overrides": {"text_config.rope_scaling": _ROPE,
-                                                     "vision_config.deepstack_visual_indexes": [0, 1]}}
 # time series: short context and horizon, one time feature
 _TS = {"feed": "time_series", "overrides": {"prediction_length": 4, "context_length": 8, "lags_sequence": [1, 2, 3],
                                             "num_time_features": 1}}
@@ -125,8 +127,8 @@ PER_ARCH: dict[str, dict[str, Any]] = {
     "qwen2_vl_text": _MROPE, "qwen2_5_vl_text": _MROPE, "glm4v_text": _MROPE,
     "qwen3_vl_text": _MROPE, "qwen3_vl_moe_text": _MROPE,
     "glm4v_moe_text": {"overrides": {"rope_scaling": {**_ROPE, "mrope_section": [1, 1, 0]}}},   # half-rotary
-    "qwen2_vl": _GRID, "qwen2_5_vl": _GRID, "glm4v": _GRID, "qwen3_vl": _GRID_DEEPSTACK,
-    "qwen3_vl_moe": _GRID_DEEPSTACK,
+    "qwen2_vl": _GRID, "qwen2_5_vl": _GRID, "glm4v": _GRID, "qwen3_vl": _GRID,
+    "qwen3_vl_moe": _GRID,
     "time_series_transformer": _TS, "informer": _TS, "autoformer": _TS,
     # the projector's output is the language model's width (here 32), not a contrastive projection
     "paligemma": {"overrides": {"vision_config.projection_dim": 32, "projection_dim": 32}},
@@ -183,10 +185,11 @@ PER_ARCH: dict[str, dict[str, Any]] = {
 
 NEEDS_BBOX = ("udop",)   # text models whose forward requires token boxes
 # input rules of make_batch: token ids; ids + pixels (dual encoders); ids with image tokens + pixels (VLMs);
-# the same with Qwen2-VL patch grids; pixels (or video frames); raw waveform; (frames, mel) spectrogram;
-# mel features channels-first (Whisper) or time-first; past/future values of a time series
-FEEDS = ("text", "text+pixels", "vlm", "vlm_grid", "pixels", "waveform", "spectrogram", "mel_cf", "mel_tf",
-         "time_series")
+# the same with Qwen2-VL patch grids; such patches and grids alone (a VLM's vision tower); pixels (or video
+# frames); raw waveform; (frames, mel) spectrogram; mel features channels-first (Whisper) or time-first;
+# past/future values of a time series
+FEEDS = ("text", "text+pixels", "vlm", "vlm_grid", "patch_grid", "pixels", "waveform", "spectrogram",
+         "mel_cf", "mel_tf", "time_series")
 
 
 @dataclass(frozen=True)
@@ -202,7 +205,7 @@ class ZooSpec(ArchSpec):
         return make_batch(self, task, model, inputs, step, seed)
 
     def loss(self, task, output):
-        return loss_of(task, output)
+        return loss_of(task, output, nested=nested_outputs(self))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -288,6 +291,8 @@ def feed_of(cls, task: str, cfg=None) -> tuple[str | None, str]:
     main = getattr(cls, "main_input_name", "input_ids")
     if task == "contrastive":
         return "text+pixels", "multimodal"
+    if _grid_arg(cls) and not _accepts(cls, "input_ids"):   # a VLM's vision tower: flattened patches + grid
+        return "patch_grid", "vision"
     if main == "input_ids":
         if cfg is not None and hasattr(cfg, "vision_config") and _image_token_id(cfg) is not None:
             # a language model fed image tokens + pixels; as flattened patches + their grid when it takes one
@@ -307,6 +312,11 @@ def feed_of(cls, task: str, cfg=None) -> tuple[str | None, str]:
     return None, f"input {main!r}"
 
 
+def _grid_arg(cls) -> str | None:
+    """The name of the (t, h, w) patch-grid argument of a Qwen2-VL-style vision input, if `cls` takes one."""
+    return next((a for a in ("grid_thw", "image_grid_thw") if _accepts(cls, a)), None)
+
+
 def _config_base():
     import transformers
 
@@ -319,7 +329,7 @@ MOE_WIDTH = 40   # an expert width whose float32 rows are 16-byte aligned
 
 def shrunk_values(cfg) -> dict[str, Any]:
     """What the zoo shrink rule sets, dotted for sub-configs: base.SHRINK at every level, EXTRA_SHRINK,
-    LIST_SHRINK, every dropout-like probability 0.1, per-layer lists cut to one layer of each kind,
+    LIST_SHRINK, LAYER_INDEXES, every dropout-like probability 0.1, per-layer lists cut to one layer of each kind,
     special token ids inside the shrunk vocabulary."""
     PretrainedConfig = _config_base()
     out: dict[str, Any] = {}
@@ -341,6 +351,8 @@ def shrunk_values(cfg) -> dict[str, Any]:
                 out[key] = SHRINK[k]
             elif k in EXTRA_SHRINK and isinstance(v, int):
                 out[key] = EXTRA_SHRINK[k]
+            elif k in LAYER_INDEXES and isinstance(v, (list, tuple)):
+                out[key] = list(LAYER_INDEXES[k])
             elif k in LIST_SHRINK and isinstance(v, (list, tuple)) and v and all(isinstance(x, int) for x in v):
                 out[key] = type(v)([LIST_SHRINK[k]] * len(v))
             elif _DROPOUT_KEY.search(k) and isinstance(v, (int, float)):
@@ -689,6 +701,13 @@ def make_batch(spec: ZooSpec, task: str, model, inputs: str, step: int, seed: in
         m = base._mask(inputs, False, gen)
         if m is not None:
             batch["attention_mask"] = m
+    elif feed == "patch_grid":
+        pix, extras, _ = _grid_pixels(getattr(cfg, "vision_config", cfg), gen, frames=1)
+        cls = type(model)
+        first = list(inspect.signature(cls.forward).parameters)[1]   # hidden_states or pixel_values
+        batch.update({first: pix, _grid_arg(cls): extras["image_grid_thw"]})
+        if _accepts(cls, "merge_sizes"):   # VideoLLaMA3: the spatial merge of each image
+            batch["merge_sizes"] = torch.tensor([getattr(cfg, "spatial_merge_size", 1)] * BATCH)
     elif feed == "pixels":
         batch["pixel_values"] = _pixels(cfg, gen)
         if task == "feature" and _accepts(type(model), "bool_masked_pos") and \
@@ -782,11 +801,12 @@ def _image_tokens_per_image(model, pixel_values, extras) -> int:
 GRID = 4   # vlm_grid feed: one frame of GRID x GRID patches per image
 
 
-def _grid_pixels(cfg, gen) -> tuple[torch.Tensor, dict[str, Any], int]:
-    """Qwen2-VL-style vision input: flattened patches plus image_grid_thw; (pixels, extras, tokens per image)."""
-    vc = cfg.vision_config
+def _grid_pixels(vc, gen, frames: int = 2) -> tuple[torch.Tensor, dict[str, Any], int]:
+    """Qwen2-VL-style vision input for the vision config `vc`: flattened patches plus image_grid_thw;
+    (pixels, extras, tokens per image). A patch spans `frames` frames unless the config says."""
     ch = next((getattr(vc, k) for k in ("in_channels", "in_chans", "num_channels") if hasattr(vc, k)), 3)
-    t, p, merge = getattr(vc, "temporal_patch_size", 2), vc.patch_size, getattr(vc, "spatial_merge_size", 2)
+    t = next((getattr(vc, k) for k in ("temporal_patch_size", "patch_temporal") if hasattr(vc, k)), frames)
+    p, merge = vc.patch_size, next((getattr(vc, k) for k in ("spatial_merge_size", "merge_size") if hasattr(vc, k)), 2)
     pix = torch.randn(BATCH * GRID * GRID, ch * t * p * p, generator=gen)
     thw = torch.tensor([[1, GRID, GRID]] * BATCH)
     return pix, {"image_grid_thw": thw}, GRID * GRID // (merge * merge)
@@ -795,7 +815,7 @@ def _grid_pixels(cfg, gen) -> tuple[torch.Tensor, dict[str, Any], int]:
 def _vlm_batch(spec, task, model, inputs, gen) -> dict[str, Any]:
     cfg = model.config
     if spec.feed == "vlm_grid":
-        pix, extras, n = _grid_pixels(cfg, gen)
+        pix, extras, n = _grid_pixels(cfg.vision_config, gen)
     else:
         pix = _pixels(cfg, gen)
         extras = _image_extras(model, pix)
@@ -844,23 +864,33 @@ def _decoder_ids(spec, task, model, batch, step, seed) -> None:
         batch["decoder_input_ids"] = base._ids(gen, base._vocab(model), (BATCH, SEQ_LEN // 2 + 1))
 
 
-def loss_of(task: str, output) -> torch.Tensor:
+def loss_of(task: str, output, nested: bool = False) -> torch.Tensor:
     """base.loss_of, except that the feature task takes every float output tensor (all_outputs_loss)."""
     loss = getattr(output, "loss", None)
     if loss is not None or task != "feature":
         return base.loss_of(task, output)
-    loss = all_outputs_loss(output)
+    loss = all_outputs_loss(output, nested)
     return base.loss_of(task, output) if loss is None else loss
 
 
-def all_outputs_loss(output):
+def nested_outputs(spec) -> bool:
+    """Whether the feature loss of `spec` counts the tensors inside list outputs too: a VLM's vision tower
+    (feed patch_grid) returns the features its VLM takes from inner layers as a list (Qwen3-VL's deepstack),
+    whose mergers train only so. (Not in general: a 4.x model's legacy cache is a tuple of tensors that the
+    checkpointed run, with use_cache off, does not return.)"""
+    return getattr(spec, "feed", None) == "patch_grid"
+
+
+def all_outputs_loss(output, nested: bool = False):
     """The sum of the mean squares of every float output tensor (so that e.g. a pooler trains too), or None.
     Whether an output requires grad does not matter: the loss is the same function of the outputs in both runs
     (checkpointing may make an output require grad that plain training does not: peft's
     enable_input_require_grads on an encoder whose layers LayerDrop skipped). A constant term that is not finite
     (a float mask of -inf or finfo.min) is left out; an output that requires grad always counts, overflowing or
     not (full fine-tuning of VITS overflows its waveform by step 2: both runs must see that)."""
-    values = output.values() if hasattr(output, "values") else output
+    values = list(output.values() if hasattr(output, "values") else output)
+    if nested:   # the tensors of list outputs too (see nested_outputs)
+        values = [x for v in values for x in (v if isinstance(v, (list, tuple)) else [v])]
     parts = [(v.float().pow(2).mean(), v.requires_grad) for v in values
              if isinstance(v, torch.Tensor) and v.is_floating_point()]
     parts = [p for p, grad in parts if grad or torch.isfinite(p)]

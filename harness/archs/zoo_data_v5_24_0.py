@@ -565,9 +565,16 @@ TABLE = {
                '1e-06 rtol 1e-05 (worst 3 at final state encoder.layers.0.conv.norm.num_batches_tracked)'},
     'cohere_compass': {'status': 'not_covered', 'reason': "construction fails: KeyError: 'full_attention'"},
     'cohere_compass_text': {'status': 'not_covered', 'reason': "construction fails: KeyError: 'full_attention'"},
-    'cohere_compass_vision': {'status': 'not_covered',
-     'reason': 'baseline fails: train: TypeError: CohereCompassVisionModel.forward() missing 2 required '
-               "positional arguments: 'hidden_states' and 'grid_thw'"},
+    'cohere_compass_vision': {'status': 'covered',
+     'tasks': ('feature',),
+     'modality': 'vision',
+     'decoder_only': False,
+     'inputs': ('unmasked',),
+     'feed': 'patch_grid',
+     'overrides': {'depth': 2, 'out_hidden_size': 32, 'deepstack_visual_indexes': [0, 1]},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 45 trainable tensors, 45 state entries; max abs 0 <= atol 1e-06; 24 segments '
+               'recomputed; saved 309888/624768 bytes'},
     'colmodernvbert': {'status': 'not_covered', 'reason': 'no trainable head/task'},
     'colpali': {'status': 'not_covered', 'reason': 'no trainable head/task'},
     'colqwen2': {'status': 'not_covered', 'reason': 'no trainable head/task'},
@@ -601,9 +608,15 @@ TABLE = {
      'outcome': 'equivalent',
      'detail': '3 steps, 18 trainable tensors, 18 state entries; max abs 0 <= atol 1e-06; 24 segments '
                'recomputed; saved 47424/507360 bytes'},
-    'cosmos3_edge_vision': {'status': 'not_covered',
-     'reason': 'baseline fails: train: TypeError: Cosmos3EdgeVisionModel.forward() missing 1 required positional '
-               "argument: 'grid_thw'"},
+    'cosmos3_edge_vision': {'status': 'covered',
+     'tasks': ('feature',),
+     'modality': 'vision',
+     'decoder_only': False,
+     'inputs': ('unmasked',),
+     'feed': 'patch_grid',
+     'outcome': 'equivalent',
+     'detail': '3 steps, 37 trainable tensors, 37 state entries; max abs 0 <= atol 1e-06; 24 segments '
+               'recomputed; saved 123648/503040 bytes'},
     'cosmos3_omni': {'status': 'covered',
      'tasks': ('causal_lm', 'feature'),
      'modality': 'multimodal',
@@ -615,15 +628,15 @@ TABLE = {
                                                    'mrope_section': [2, 1, 1]},
                    'vision_config.depth': 2,
                    'vision_config.out_hidden_size': 32,
+                   'vision_config.deepstack_visual_indexes': [0, 1],
                    'image_token_id': 255,
                    'video_token_id': 254,
                    'vision_start_token_id': 253,
                    'vision_end_token_id': 252},
      'head_classes': {'causal_lm': 'Cosmos3OmniForConditionalGeneration'},
      'outcome': 'equivalent',
-     'detail': '3 steps, 76 trainable tensors, 76 state entries; max abs 0 <= atol 1e-06; 48 segments '
-               'recomputed; saved 974934/2275158 bytes; 18 of 76 trainable tensors never get a non-zero '
-               'gradient, not vouched for (first model.visual.deepstack_merger_list.0.norm.weight)'},
+     'detail': '3 steps, 70 trainable tensors, 70 state entries; max abs 0 <= atol 1e-06; 48 segments '
+               'recomputed; saved 452334/1291374 bytes'},
     'cpmant': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
     'csm': {'status': 'not_covered', 'reason': 'construction fails: ValueError: in_channels must be divisible by groups'},
     'csm_depth_decoder_model': {'status': 'not_covered', 'reason': 'no trainable head/task'},
@@ -1114,9 +1127,16 @@ TABLE = {
      'outcome': 'equivalent',
      'detail': '3 steps, 55 trainable tensors, 55 state entries; max abs 0 <= atol 1e-06; 48 segments '
                'recomputed; saved 977856/2364864 bytes'},
-    'exaone4_5_vision': {'status': 'not_covered',
-     'reason': 'baseline fails: train: TypeError: Exaone4_5_VisionModel.forward() missing 2 required positional '
-               "arguments: 'hidden_states' and 'grid_thw'"},
+    'exaone4_5_vision': {'status': 'covered',
+     'tasks': ('feature',),
+     'modality': 'vision',
+     'decoder_only': False,
+     'inputs': ('unmasked',),
+     'feed': 'patch_grid',
+     'overrides': {'depth': 2, 'out_hidden_size': 32},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 30 trainable tensors, 30 state entries; max abs 0 <= atol 1e-06; 24 segments '
+               'recomputed; saved 237312/619776 bytes'},
     'exaone_moe': {'status': 'covered',
      'tasks': ('causal_lm', 'feature'),
      'modality': 'text',
@@ -1529,9 +1549,16 @@ TABLE = {
      'outcome': 'equivalent',
      'detail': '3 steps, 29 trainable tensors, 30 state entries; max abs 0 <= atol 1e-06; 24 segments '
                'recomputed; saved 47424/677280 bytes'},
-    'glm4v_moe_vision': {'status': 'not_covered',
-     'reason': 'baseline fails: train: TypeError: Glm4vMoeVisionModel.forward() missing 2 required positional '
-               "arguments: 'hidden_states' and 'grid_thw'"},
+    'glm4v_moe_vision': {'status': 'covered',
+     'tasks': ('feature',),
+     'modality': 'vision',
+     'decoder_only': False,
+     'inputs': ('unmasked',),
+     'feed': 'patch_grid',
+     'overrides': {'depth': 2, 'out_hidden_size': 32},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 27 trainable tensors, 27 state entries; max abs 0 <= atol 1e-06; 24 segments '
+               'recomputed; saved 264768/788544 bytes'},
     'glm4v_text': {'status': 'covered',
      'tasks': ('feature',),
      'modality': 'text',
@@ -1544,9 +1571,16 @@ TABLE = {
      'outcome': 'equivalent',
      'detail': '3 steps, 28 trainable tensors, 28 state entries; max abs 0 <= atol 1e-06; 36 segments '
                'recomputed; saved 47424/649152 bytes'},
-    'glm4v_vision': {'status': 'not_covered',
-     'reason': 'baseline fails: train: TypeError: Glm4vVisionModel.forward() missing 2 required positional '
-               "arguments: 'hidden_states' and 'grid_thw'"},
+    'glm4v_vision': {'status': 'covered',
+     'tasks': ('feature',),
+     'modality': 'vision',
+     'decoder_only': False,
+     'inputs': ('unmasked',),
+     'feed': 'patch_grid',
+     'overrides': {'depth': 2, 'out_hidden_size': 32},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 27 trainable tensors, 27 state entries; max abs 0 <= atol 1e-06; 24 segments '
+               'recomputed; saved 264768/788544 bytes'},
     'glm5_next': {'status': 'covered',
      'tasks': ('causal_lm', 'feature'),
      'modality': 'multimodal',
@@ -1589,9 +1623,16 @@ TABLE = {
     'glm5_next_text': {'status': 'not_covered',
      'reason': 'baseline fails: train: RuntimeError: The size of tensor a (4) must match the size of tensor b '
                '(8) at non-singleton dimension 1'},
-    'glm5_next_vision': {'status': 'not_covered',
-     'reason': 'baseline fails: train: TypeError: Glm5NextVisionModel.forward() missing 2 required positional '
-               "arguments: 'hidden_states' and 'grid_thw'"},
+    'glm5_next_vision': {'status': 'covered',
+     'tasks': ('feature',),
+     'modality': 'vision',
+     'decoder_only': False,
+     'inputs': ('unmasked',),
+     'feed': 'patch_grid',
+     'overrides': {'depth': 2, 'out_hidden_size': 32, 'projection_intermediate_size': 37},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 39 trainable tensors, 39 state entries; max abs 0 <= atol 1e-06; 24 segments '
+               'recomputed; saved 246144/897408 bytes'},
     'glm_image': {'status': 'not_covered',
      'reason': 'baseline fails: train: IndexError: index 1 is out of bounds for dimension 0 with size 1'},
     'glm_image_text': {'status': 'covered',
@@ -1606,9 +1647,16 @@ TABLE = {
      'outcome': 'equivalent',
      'detail': '3 steps, 28 trainable tensors, 28 state entries; max abs 0 <= atol 1e-06; 36 segments '
                'recomputed; saved 47424/649152 bytes'},
-    'glm_image_vision': {'status': 'not_covered',
-     'reason': 'baseline fails: train: TypeError: GlmImageVisionModel.forward() missing 1 required positional '
-               "argument: 'grid_thw'"},
+    'glm_image_vision': {'status': 'covered',
+     'tasks': ('feature',),
+     'modality': 'vision',
+     'decoder_only': False,
+     'inputs': ('unmasked',),
+     'feed': 'patch_grid',
+     'overrides': {'depth': 2},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 27 trainable tensors, 27 state entries; max abs 0 <= atol 1e-06; 24 segments '
+               'recomputed; saved 111360/539904 bytes'},
     'glm_image_vqmodel': {'status': 'not_covered',
      'reason': 'baseline fails: train: TypeError: _forward_unimplemented() got an unexpected keyword argument '
                "'input_ids'"},
@@ -1668,9 +1716,16 @@ TABLE = {
      'outcome': 'equivalent',
      'detail': '3 steps, 22 trainable tensors, 22 state entries; max abs 0 <= atol 1e-06; 36 segments '
                'recomputed; saved 47424/649152 bytes'},
-    'glm_ocr_vision': {'status': 'not_covered',
-     'reason': 'baseline fails: train: TypeError: GlmOcrVisionModel.forward() missing 2 required positional '
-               "arguments: 'hidden_states' and 'grid_thw'"},
+    'glm_ocr_vision': {'status': 'covered',
+     'tasks': ('feature',),
+     'modality': 'vision',
+     'decoder_only': False,
+     'inputs': ('unmasked',),
+     'feed': 'patch_grid',
+     'overrides': {'depth': 2, 'out_hidden_size': 32},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 39 trainable tensors, 39 state entries; max abs 0 <= atol 1e-06; 24 segments '
+               'recomputed; saved 261696/856128 bytes'},
     'glmasr': {'status': 'covered',
      'tasks': ('feature',),
      'modality': 'text',
@@ -2010,9 +2065,17 @@ TABLE = {
      'outcome': 'equivalent',
      'detail': '3 steps, 24 trainable tensors, 24 state entries; max abs 0 <= atol 1e-06; 24 segments '
                'recomputed; saved 47424/644160 bytes'},
-    'hunyuan_vl_vision': {'status': 'not_covered',
-     'reason': 'baseline fails: train: TypeError: HunYuanVLVisionTransformer.forward() missing 1 required '
-               "positional argument: 'grid_thw'"},
+    'hunyuan_vl_vision': {'status': 'covered',
+     'tasks': ('feature',),
+     'modality': 'vision',
+     'decoder_only': False,
+     'inputs': ('unmasked',),
+     'feed': 'patch_grid',
+     'overrides': {'out_hidden_size': 32},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 47 trainable tensors, 47 state entries; max abs 0 <= atol 1e-06; 24 segments '
+               'recomputed; saved 1935936/2195520 bytes; 1 of 47 trainable tensors never get a non-zero '
+               'gradient, not vouched for (first patch_merger.image_sep)'},
     'hy_v3': {'status': 'covered',
      'tasks': ('causal_lm', 'feature'),
      'modality': 'text',
@@ -2074,9 +2137,16 @@ TABLE = {
      'detail': '3 steps, 53 trainable tensors, 54 state entries; max abs 0 <= atol 1e-06; 36 segments '
                'recomputed; saved 196140/1486188 bytes; 5 of 53 trainable tensors never get a non-zero gradient, '
                'not vouched for (first layers.0.self_attn.indexer.wq_b.weight)'},
-    'hy_v4_vl_vision': {'status': 'not_covered',
-     'reason': 'baseline fails: train: TypeError: HYV4VLVisionModel.forward() missing 1 required positional '
-               "argument: 'grid_thw'"},
+    'hy_v4_vl_vision': {'status': 'covered',
+     'tasks': ('feature',),
+     'modality': 'vision',
+     'decoder_only': False,
+     'inputs': ('unmasked',),
+     'feed': 'patch_grid',
+     'overrides': {'out_hidden_size': 32},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 41 trainable tensors, 41 state entries; max abs 0 <= atol 1e-06; 24 segments '
+               'recomputed; saved 164736/424320 bytes'},
     'hyperclovax': {'status': 'covered',
      'tasks': ('causal_lm', 'feature'),
      'modality': 'text',
@@ -2194,8 +2264,8 @@ TABLE = {
      'detail': '3 steps, 50 trainable tensors, 52 state entries; max abs 0 <= atol 1e-06; 51 segments '
                'recomputed; saved 221014572/222560340 bytes'},
     'inkling2_vision': {'status': 'not_covered',
-     'reason': 'baseline fails: train: TypeError: Inkling2VisionModel.forward() missing 1 required positional '
-               "argument: 'image_grid_thw'"},
+     'reason': "baseline fails: train: RuntimeError: shape '[-1, 2, 8, 2, 8, 192]' is invalid for input of size "
+               '6144'},
     'inkling_audio': {'status': 'not_covered', 'reason': 'no trainable head/task'},
     'inkling_mm_model': {'status': 'not_covered',
      'reason': "needs package scipy: build: ModuleNotFoundError: No module named 'scipy'"},
@@ -2312,8 +2382,8 @@ TABLE = {
      'reason': 'baseline fails: train: RuntimeError: Expected 3D (unbatched) or 4D (batched) input to conv2d, '
                'but got input of size: [32, 384]'},
     'kimi_k25_vision': {'status': 'not_covered',
-     'reason': 'baseline fails: train: TypeError: Kimi_K25VisionModel.forward() missing 2 required positional '
-               "arguments: 'pixel_values' and 'grid_thw'"},
+     'reason': 'baseline fails: train: RuntimeError: Expected 3D (unbatched) or 4D (batched) input to conv2d, '
+               'but got input of size: [32, 192]'},
     'kimi_linear': {'status': 'not_covered', 'reason': 'baseline fails: train: RuntimeError: selected index k out of range'},
     'kolibri1': {'status': 'covered',
      'tasks': ('causal_lm', 'feature'),
@@ -2474,9 +2544,16 @@ TABLE = {
      'outcome': 'equivalent',
      'detail': '3 steps, 67 trainable tensors, 68 state entries; max abs 0 <= atol 1e-06; 78 segments '
                'recomputed; saved 9252822/11393718 bytes'},
-    'lfm3_vl_vision': {'status': 'not_covered',
-     'reason': 'baseline fails: train: TypeError: Lfm3VlVisionModel.forward() missing 2 required positional '
-               "arguments: 'pixel_values' and 'grid_thw'"},
+    'lfm3_vl_vision': {'status': 'covered',
+     'tasks': ('feature',),
+     'modality': 'vision',
+     'decoder_only': False,
+     'inputs': ('unmasked',),
+     'feed': 'patch_grid',
+     'overrides': {'layer_types': ['conv', 'full_attention']},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 21 trainable tensors, 21 state entries; max abs 0 <= atol 1e-06; 24 segments '
+               'recomputed; saved 209280/617088 bytes'},
     'lightglue': {'status': 'not_covered', 'reason': 'no gradient checkpointing support'},
     'lighton_ocr': {'status': 'covered',
      'tasks': ('causal_lm', 'feature'),
@@ -3080,9 +3157,16 @@ TABLE = {
      'outcome': 'equivalent',
      'detail': '3 steps, 26 trainable tensors, 26 state entries; max abs 0 <= atol 1e-06; 36 segments '
                'recomputed; saved 63264/806688 bytes'},
-    'muse_glimmer_vision': {'status': 'not_covered',
-     'reason': 'baseline fails: train: TypeError: MuseGlimmerVisionModel.forward() missing 1 required positional '
-               "argument: 'grid_thw'"},
+    'muse_glimmer_vision': {'status': 'covered',
+     'tasks': ('feature',),
+     'modality': 'vision',
+     'decoder_only': False,
+     'inputs': ('unmasked',),
+     'feed': 'patch_grid',
+     'overrides': {'layer_types': ['window_attention', 'full_attention']},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 38 trainable tensors, 38 state entries; max abs 0 <= atol 1e-06; 24 segments '
+               'recomputed; saved 217344/483072 bytes'},
     'muse_spark': {'status': 'not_covered',
      'reason': 'baseline fails: train: RuntimeError: mat1 and mat2 shapes cannot be multiplied (8x128 and '
                '32x4096)'},
@@ -3105,9 +3189,16 @@ TABLE = {
      'outcome': 'equivalent',
      'detail': '3 steps, 36 trainable tensors, 38 state entries; max abs 0 <= atol 1e-06; 48 segments '
                'recomputed; saved 47520/573408 bytes'},
-    'muse_spark_vision': {'status': 'not_covered',
-     'reason': 'baseline fails: train: TypeError: MuseSparkVisionModel.forward() missing 1 required positional '
-               "argument: 'grid_thw'"},
+    'muse_spark_vision': {'status': 'covered',
+     'tasks': ('feature',),
+     'modality': 'vision',
+     'decoder_only': False,
+     'inputs': ('unmasked',),
+     'feed': 'patch_grid',
+     'overrides': {'layer_types': ['window_attention', 'full_attention']},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 38 trainable tensors, 38 state entries; max abs 0 <= atol 1e-06; 24 segments '
+               'recomputed; saved 217344/483072 bytes'},
     'musicflamingo': {'status': 'covered',
      'tasks': ('feature',),
      'modality': 'text',
@@ -3890,9 +3981,16 @@ TABLE = {
      'outcome': 'equivalent',
      'detail': '3 steps, 26 trainable tensors, 26 state entries; max abs 0 <= atol 1e-06; 24 segments '
                'recomputed; saved 47424/568896 bytes'},
-    'qwen2_5_vl_vision': {'status': 'not_covered',
-     'reason': 'baseline fails: train: TypeError: Qwen2_5_VisionTransformerPretrainedModel.forward() missing 2 '
-               "required positional arguments: 'hidden_states' and 'grid_thw'"},
+    'qwen2_5_vl_vision': {'status': 'covered',
+     'tasks': ('feature',),
+     'modality': 'vision',
+     'decoder_only': False,
+     'inputs': ('unmasked',),
+     'feed': 'patch_grid',
+     'overrides': {'depth': 2, 'out_hidden_size': 32},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 30 trainable tensors, 30 state entries; max abs 0 <= atol 1e-06; 24 segments '
+               'recomputed; saved 237312/656640 bytes'},
     'qwen2_audio': {'status': 'covered',
      'tasks': ('feature',),
      'modality': 'text',
@@ -4039,9 +4137,16 @@ TABLE = {
      'outcome': 'equivalent',
      'detail': '3 steps, 36 trainable tensors, 36 state entries; max abs 0 <= atol 1e-06; 24 segments '
                'recomputed; saved 269100/33787500 bytes'},
-    'qwen3_5_moe_vision': {'status': 'not_covered',
-     'reason': 'baseline fails: train: TypeError: Qwen3_5MoeVisionModel.forward() missing 2 required positional '
-               "arguments: 'hidden_states' and 'grid_thw'"},
+    'qwen3_5_moe_vision': {'status': 'covered',
+     'tasks': ('feature',),
+     'modality': 'vision',
+     'decoder_only': False,
+     'inputs': ('unmasked',),
+     'feed': 'patch_grid',
+     'overrides': {'depth': 2, 'out_hidden_size': 32},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 33 trainable tensors, 33 state entries; max abs 0 <= atol 1e-06; 24 segments '
+               'recomputed; saved 229632/544512 bytes'},
     'qwen3_5_text': {'status': 'covered',
      'tasks': ('causal_lm', 'seq_cls'),
      'modality': 'text',
@@ -4058,9 +4163,16 @@ TABLE = {
      'outcome': 'equivalent',
      'detail': '3 steps, 28 trainable tensors, 28 state entries; max abs 0 <= atol 1e-06; 24 segments '
                'recomputed; saved 269100/33542796 bytes'},
-    'qwen3_5_vision': {'status': 'not_covered',
-     'reason': 'baseline fails: train: TypeError: Qwen3_5VisionModel.forward() missing 2 required positional '
-               "arguments: 'hidden_states' and 'grid_thw'"},
+    'qwen3_5_vision': {'status': 'covered',
+     'tasks': ('feature',),
+     'modality': 'vision',
+     'decoder_only': False,
+     'inputs': ('unmasked',),
+     'feed': 'patch_grid',
+     'overrides': {'depth': 2, 'out_hidden_size': 32},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 33 trainable tensors, 33 state entries; max abs 0 <= atol 1e-06; 24 segments '
+               'recomputed; saved 229632/544512 bytes'},
     'qwen3_asr': {'status': 'covered',
      'tasks': ('token_cls', 'feature'),
      'modality': 'text',
@@ -4120,6 +4232,7 @@ TABLE = {
                    'audio_config.max_source_positions': 16,
                    'vision_config.depth': 2,
                    'vision_config.out_hidden_size': 32,
+                   'vision_config.deepstack_visual_indexes': [0, 1],
                    'text_config.intermediate_size': 40,
                    'text_config.rope_parameters': {'rope_theta': 1000000.0,
                                                    'rope_type': 'default',
@@ -4134,8 +4247,8 @@ TABLE = {
                    'video_token_id': 251},
      'head_classes': {'causal_lm': 'Qwen3OmniMoeThinkerForConditionalGeneration'},
      'outcome': 'equivalent',
-     'detail': '3 steps, 121 trainable tensors, 121 state entries; max abs 0 <= atol 1e-06; 48 segments '
-               'recomputed; saved 957888/2336928 bytes; 63 of 121 trainable tensors never get a non-zero '
+     'detail': '3 steps, 115 trainable tensors, 115 state entries; max abs 0 <= atol 1e-06; 48 segments '
+               'recomputed; saved 442224/1327728 bytes; 45 of 115 trainable tensors never get a non-zero '
                'gradient, not vouched for (first model.audio_tower.layers.0.self_attn.k_proj.weight)'},
     'qwen3_omni_moe_vision_encoder': {'status': 'not_covered', 'reason': 'no trainable head/task'},
     'qwen3_vl': {'status': 'covered',
@@ -4198,9 +4311,16 @@ TABLE = {
      'outcome': 'equivalent',
      'detail': '3 steps, 24 trainable tensors, 24 state entries; max abs 0 <= atol 1e-06; 24 segments '
                'recomputed; saved 47424/758112 bytes'},
-    'qwen3_vl_moe_vision': {'status': 'not_covered',
-     'reason': 'baseline fails: train: TypeError: Qwen3VLMoeVisionModel.forward() missing 2 required positional '
-               "arguments: 'hidden_states' and 'grid_thw'"},
+    'qwen3_vl_moe_vision': {'status': 'covered',
+     'tasks': ('feature',),
+     'modality': 'vision',
+     'decoder_only': False,
+     'inputs': ('unmasked',),
+     'feed': 'patch_grid',
+     'overrides': {'depth': 2, 'out_hidden_size': 32, 'deepstack_visual_indexes': [0, 1]},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 45 trainable tensors, 45 state entries; max abs 0 <= atol 1e-06; 24 segments '
+               'recomputed; saved 309888/624768 bytes'},
     'qwen3_vl_text': {'status': 'covered',
      'tasks': ('feature',),
      'modality': 'text',
@@ -4213,16 +4333,30 @@ TABLE = {
      'outcome': 'equivalent',
      'detail': '3 steps, 24 trainable tensors, 24 state entries; max abs 0 <= atol 1e-06; 24 segments '
                'recomputed; saved 47424/644160 bytes'},
-    'qwen3_vl_vision': {'status': 'not_covered',
-     'reason': 'baseline fails: train: TypeError: Qwen3VLVisionModel.forward() missing 2 required positional '
-               "arguments: 'hidden_states' and 'grid_thw'"},
+    'qwen3_vl_vision': {'status': 'covered',
+     'tasks': ('feature',),
+     'modality': 'vision',
+     'decoder_only': False,
+     'inputs': ('unmasked',),
+     'feed': 'patch_grid',
+     'overrides': {'depth': 2, 'out_hidden_size': 32, 'deepstack_visual_indexes': [0, 1]},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 45 trainable tensors, 45 state entries; max abs 0 <= atol 1e-06; 24 segments '
+               'recomputed; saved 309888/624768 bytes'},
     'qwen4_exp': {'status': 'not_covered',
      'reason': "construction fails: AttributeError: 'Qwen4ExpConfig' object has no attribute 'vocab_size'"},
     'qwen4_exp_text': {'status': 'not_covered',
      'reason': "construction fails: TypeError: unsupported operand type(s) for //: 'NoneType' and 'NoneType'"},
-    'qwen4_exp_vision': {'status': 'not_covered',
-     'reason': 'baseline fails: train: TypeError: Qwen4ExpVisionModel.forward() missing 2 required positional '
-               "arguments: 'hidden_states' and 'grid_thw'"},
+    'qwen4_exp_vision': {'status': 'covered',
+     'tasks': ('feature',),
+     'modality': 'vision',
+     'decoder_only': False,
+     'inputs': ('unmasked',),
+     'feed': 'patch_grid',
+     'overrides': {'depth': 2, 'out_hidden_size': 32},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 33 trainable tensors, 33 state entries; max abs 0 <= atol 1e-06; 24 segments '
+               'recomputed; saved 229632/544512 bytes'},
     'radio': {'status': 'covered',
      'tasks': ('feature',),
      'modality': 'vision',
@@ -4936,9 +5070,15 @@ TABLE = {
     'vibevoice_diffusion': {'status': 'not_covered', 'reason': 'no trainable head/task'},
     'video_llama_3': {'status': 'not_covered',
      'reason': "baseline fails: train: AttributeError: 'NoneType' object has no attribute 'tolist'"},
-    'video_llama_3_vision': {'status': 'not_covered',
-     'reason': 'baseline fails: train: TypeError: VideoLlama3VisionModel.forward() missing 2 required positional '
-               "arguments: 'grid_thw' and 'merge_sizes'"},
+    'video_llama_3_vision': {'status': 'covered',
+     'tasks': ('feature',),
+     'modality': 'vision',
+     'decoder_only': False,
+     'inputs': ('unmasked',),
+     'feed': 'patch_grid',
+     'outcome': 'equivalent',
+     'detail': '3 steps, 36 trainable tensors, 36 state entries; max abs 0 <= atol 1e-06; 24 segments '
+               'recomputed; saved 123648/509184 bytes'},
     'video_llava': {'status': 'covered',
      'tasks': ('causal_lm', 'feature'),
      'modality': 'multimodal',
