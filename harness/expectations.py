@@ -97,11 +97,23 @@ NO_INPUT_EMBEDDINGS = ("altclip", "canine", "chinese_clip", "clip", "clipseg", "
                        "sew-d", "siglip", "unispeech", "unispeech-sat", "wav2vec2", "wav2vec2-bert", "wavlm",
                        "informer", "mobilevit", "pvt_v2", "swiftformer", "time_series_transformer",
                        "wav2vec2-conformer")
+# VLMs' vision towers that transformers 5 registers as model types (fed flattened patches + their grid): most have no
+# get_input_embeddings (NotImplementedError; a warning when peft asks), so nothing hooks their input (seen on 5.24.0)
+VISION_TOWERS_NO_EMBEDDINGS_5 = ("cohere_compass_vision", "cosmos3_edge_vision", "glm4v_moe_vision", "glm4v_vision",
+                                 "glm5_next_vision", "glm_image_vision", "glm_ocr_vision", "hunyuan_vl_vision",
+                                 "hy_v4_vl_vision", "qwen3_5_moe_vision", "qwen3_5_vision", "qwen3_vl_moe_vision",
+                                 "qwen3_vl_vision", "qwen4_exp_vision")
+# ... those with input embeddings whose class declares main_input_name "input_ids" (copied from the text side):
+# transformers 5's gradient_checkpointing_enable hooks them as text models, so adapter_first keeps its gradients too
+VISION_TOWERS_HOOKED_5 = ("exaone4_5_vision", "lfm3_vl_vision", "qwen2_5_vl_vision")
+# ... those whose patch embedding is a Linear that the weight methods' generic targets adapt (the projection case)
+FRONT_PATCH_EMBED_5 = ("cosmos3_edge_vision", "muse_glimmer_vision", "muse_spark_vision")
 # on transformers 5, enable_input_require_grads hooks the input embeddings of every PreTrainedModel inside the model:
 # CLIP-like models whose towers are such models lose nothing (LoRA, reentrant, both orders, 5.24.0); VITS keeps its
 # embeddings in a plain module and loses
 NO_INPUT_EMBEDDINGS_5 = tuple(a for a in NO_INPUT_EMBEDDINGS if a not in (
-    "altclip", "chinese_clip", "clip", "clipseg", "metaclip_2", "siglip")) + ("vits", "segformer")
+    "altclip", "chinese_clip", "clip", "clipseg", "metaclip_2", "siglip")) + ("vits", "segformer") + \
+    VISION_TOWERS_NO_EMBEDDINGS_5
 # models whose input-embedding module returns a tuple (patch embeddings with their spatial shape)
 TUPLE_EMBEDDINGS = ("beit", "data2vec-vision", "donut-swin", "focalnet", "hiera", "internvl_vision",
                     "maskformer-swin", "swin", "swinv2", "timesformer")
@@ -156,7 +168,9 @@ NORM_BEFORE_LAYERS = (
     "aimv2_vision_model", "chinese_clip_vision_model", "clip_vision_model", "pixtral", "donut-swin", "focalnet",
     "maskformer-swin", "swin", "swinv2", "data2vec-audio", "hubert", "sew", "unispeech", "unispeech-sat", "wav2vec2",
     "speech-encoder-decoder", "moonshine", "segformer", "mlcd", "mlcd_vision_model", "nemotron3_5_transcribe_asr_audio",
-    "nemotron3_diarization_audio")
+    "nemotron3_diarization_audio",
+    # VLM vision towers (transformers 5): GLM-4V's post_conv_layernorm, MUSE's ln_pre (seen on 5.24.0, both orders)
+    "glm4v_vision", "glm4v_moe_vision", "muse_glimmer_vision", "muse_spark_vision")
 A = {"backend": "adapters"}
 P = {"backend": "peft"}
 PEFT_SRC = "https://github.com/huggingface/peft/blob/v0.21.2/src/peft"
@@ -319,8 +333,9 @@ EXPECTATIONS: list[Expect] = [
     Expect({**P, "arch": "aria_text", "method": "poly", "task": "feature"}, Outcome.ERROR,
            "Poly under the FEATURE_EXTRACTION wrapper fails without checkpointing ('batch1 must be a 3D tensor')",
            f"{PEFT_SRC}/tuners/poly", {"peft": ">=0.18", "transformers": "<5"}),
-    Expect({**P, "arch": "aya_vision", "method": "gralora"}, Outcome.ERROR,
-           "GraLoRA on a layer of the aya_vision model fails without checkpointing ('too many values to unpack')",
+    Expect({**P, "arch": "aya_vision", "method": "gralora", "task": "causal_lm"}, Outcome.ERROR,
+           "GraLoRA on a layer of the aya_vision causal LM fails without checkpointing ('too many values to unpack'); "
+           "the feature model trains (4.57.6 product part 33)",
            f"{PEFT_SRC}/tuners/gralora", {"peft": ">=0.18", "transformers": "<5"}),
     Expect({**P, "arch": "cohere2_vision", "method": "oft", "task": "causal_lm"}, Outcome.ERROR,
            "OFT on a layer of cohere2_vision's causal LM fails without checkpointing (a reshape to its blocks is "
@@ -470,6 +485,13 @@ EXPECTATIONS: list[Expect] = [
     Expect({**P, "arch": "udop", "order": "adapter_first"}, Outcome.GC_ERROR,
            "as above, on every task of UDOP (seen with the LoRA family once the harness fed its decoder under "
            "peft's wrapper)", f"{TF_SRC}/models/udop/modeling_udop.py", {"transformers": ">=5"}),
+    Expect({**P, "arch": "lfm3_vl_vision", "method": ("adalora", "c3a", "gralora"), "order": "gc_first"},
+           Outcome.GC_ERROR,
+           "the same in-place add on the hooked leaf, made by the adapter: LFM3-VL's vision tower's input embeddings "
+           "are its patch embedding, a Linear the generic targets adapt; enable_input_require_grads hooked it before "
+           "peft wrapped it, so the base layer's output is a leaf requiring grad, to which AdaLoRA, C3A and GraLoRA "
+           "add in place (`result += ...`; LoRA adds out of place); both gc modes (seen on 5.24.0)",
+           f"{PEFT_SRC}/tuners/adalora/layer.py#L195", {"peft": ">=0.14", "transformers": ">=5"}),
     Expect({"backend": "full", "arch": ("deberta-v2", "sew-d"), "gc_mode": "reentrant"}, Outcome.GC_ERROR,
            "the layer-normed relative embeddings (below) on transformers 5 too (seen on 5.24.0)",
            f"{TF_SRC}/models/deberta_v2/modeling_deberta_v2.py#L601", {"transformers": ">=5"}),
@@ -642,6 +664,18 @@ EXPECTATIONS: list[Expect] = [
     Expect({**P, "arch": "florence2", "method": "delora", "gc_mode": "reentrant", "task": "feature"},
            Outcome.MISMATCH, DELORA_REENTRANT_WHY + " (Florence-2 on transformers 5: every input kind, both orders; "
            "seen on 5.24.0)", f"{PEFT_SRC}/tuners/delora/layer.py#L254", {"peft": ">=0.18", "transformers": ">=5"}),
+    Expect({**P, "arch": FRONT_PATCH_EMBED_5, "method": PEFT_INPUT_GRAD_METHODS, "gc_mode": "reentrant"},
+           Outcome.EQUIVALENT,
+           "the generic targets adapt the vision tower's patch embedding (a Linear in front of the first checkpointed "
+           "layer): its grad-requiring output is the layers' input, so reentrant checkpointing works in both orders "
+           "though the tower has no input embeddings to hook (seen on 5.24.0)",
+           f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.14", "transformers": ">=5"}),
+    Expect({**P, "arch": VISION_TOWERS_HOOKED_5, "method": PEFT_INPUT_GRAD_METHODS + ("ln_tuning",),
+            "gc_mode": "reentrant"}, Outcome.EQUIVALENT,
+           "these vision towers declare main_input_name 'input_ids' and have input embeddings (the patch embedding): "
+           "transformers 5's gradient_checkpointing_enable hooks them as it does text models, so unlike other vision "
+           "models they keep the adapters' gradients in the adapter_first order too (seen on 5.24.0)",
+           f"{TF5}/modeling_utils.py#L3190", {"peft": ">=0.14", "transformers": ">=5"}),
     Expect({**P, "arch": FRONT_PROJECTION, "method": PEFT_INPUT_GRAD_METHODS + ("ln_tuning",), "gc_mode": "reentrant"},
            Outcome.EQUIVALENT,
            "the arch-generic targets adapt the projection between the embeddings / features and the first "
@@ -786,6 +820,13 @@ EXPECTATIONS: list[Expect] = [
            "gradient_checkpointing_enable calls enable_input_require_grads itself; seen on 5.24.0)",
            f"{PEFT_SRC}/tuners/delora/layer.py#L254", {"peft": ">=0.18", "transformers": ">=5"}),
     # PVeRA with its own generator: after the rules above (a model's own outcome, a loss of gradients)
+    Expect({**P, "arch": "got_ocr2", "method": "pvera_seeded", "gc_mode": "non_reentrant", "task": "feature"},
+           Outcome.MISSING_GRAD,
+           "the PVeRA generator recompute below, on a vision tower whose adapters barely reach the loss (6 of 44 "
+           "trainable tensors never get a gradient even unseeded): with the recompute's other noise the first "
+           "layer's attn.proj lambda_d gets an all-zero gradient at step 2 where the plain run's is not (seen on "
+           "5.24.0, both orders; why exactly zero: not analysed)",
+           f"{PEFT_SRC}/tuners/pvera/layer.py#L169", {"peft": ">=0.20", "transformers": ">=5"}),
     Expect({**P, "method": "pvera_seeded", "gc_mode": "non_reentrant"},
            (Outcome.MISMATCH, Outcome.GC_ERROR, Outcome.EQUIVALENT),
            "PVeRA samples its noise from a private torch.Generator when generator_seed is set; checkpointing restores "
