@@ -234,7 +234,8 @@ class Recipe:
         loss = getattr(output, "loss", None)
         if loss is not None:
             return loss
-        loss = all_outputs_loss(output, NESTED_OUTPUTS) if ALL_OUTPUTS else None   # every float output (e.g. a pooler too)
+        # every float output (e.g. a pooler too)
+        loss = all_outputs_loss(output, NESTED_OUTPUTS) if ALL_OUTPUTS else None
         if loss is not None:
             return loss
         hidden = output[0] if isinstance(output, (tuple, list)) else output.last_hidden_state
