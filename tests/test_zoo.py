@@ -137,3 +137,19 @@ def test_a_vlm_s_vision_tower_gets_flattened_patches_and_their_grid_and_trains_i
         spec.loss("feature", model(**batch)).backward()
         dead = [n for n, p in model.named_parameters() if p.grad is None or not p.grad.any()]
         assert not [n for n in dead if "deepstack" in n], dead
+
+
+@pytest.mark.parametrize("arch", ["idefics3", "llava_next"])
+def test_vlms_taking_several_images_per_sample_get_them_and_their_placeholders(arch):
+    """Idefics2/3 and their kin take pixel_values as (batch, images, C, H, W), LLaVA-NeXT as an image's
+    any-resolution tiles: a 4-D batch left them uncovered ('not enough values to unpack (expected 5, got 4)',
+    'split_with_sizes expects split_sizes to sum exactly to 2'). Two images (tiles) per sample, one placeholder
+    per feature row they give."""
+    spec = archs_for("full")[arch]
+    assert spec.feed == "vlm_tiles"
+    task = spec.tasks[0]
+    model = build_model(spec, task)
+    batch = spec.make_batch(task, model, spec.inputs[0], 0)
+    assert batch["pixel_values"].ndim == 5 and batch["pixel_values"].shape[:2] == (2, 2)
+    spec.loss(task, model(**batch)).backward()   # the model's own check: placeholders == feature rows
+    assert model.get_input_embeddings().weight.grad is not None

@@ -119,6 +119,10 @@ _ROPE = {"rope_type": "default", "type": "default", "mrope_section": [2, 1, 1]}
 _MROPE = {"overrides": {"rope_scaling": _ROPE}}
 # Qwen2-VL-style VLMs: flattened patches + grid (feed vlm_grid), the language model's rotary sections
 _GRID = {"feed": "vlm_grid", "overrides": {"text_config.rope_scaling": _ROPE}}
+# VLMs that take pixel_values as (batch, images, C, H, W): two images per sample (Idefics2/3 and their kin)
+_TILES = {"feed": "vlm_tiles"}
+# ... or as an image's any-resolution tiles (LLaVA-NeXT): one 32x32 grid point, so base image + one tile
+_ANYRES = {"feed": "vlm_tiles", "overrides": {"image_grid_pinpoints": [[32, 32]]}}
 # time series: short context and horizon, one time feature
 _TS = {"feed": "time_series", "overrides": {"prediction_length": 4, "context_length": 8, "lags_sequence": [1, 2, 3],
                                             "num_time_features": 1}}
@@ -130,6 +134,12 @@ PER_ARCH: dict[str, dict[str, Any]] = {
     "qwen2_vl": _GRID, "qwen2_5_vl": _GRID, "glm4v": _GRID, "qwen3_vl": _GRID,
     "qwen3_vl_moe": _GRID,
     "time_series_transformer": _TS, "informer": _TS, "autoformer": _TS,
+    "idefics3": _TILES, "smolvlm": _TILES, "modernvbert": _TILES, "ultravbert": _TILES,
+    # Idefics2's perceiver resampler: 2 heads of 8 and 8 latents (default 16 x 96 and 64: 100 MB of activations)
+    "idefics2": {"feed": "vlm_tiles", "overrides": {"perceiver_config.resampler_n_heads": 2,
+                                                    "perceiver_config.resampler_head_dim": 8,
+                                                    "perceiver_config.resampler_n_latents": 8}},
+    "llava_next": _ANYRES, "llava_next_video": _ANYRES, "llava_onevision": _ANYRES,
     # the projector's output is the language model's width (here 32), not a contrastive projection
     "paligemma": {"overrides": {"vision_config.projection_dim": 32, "projection_dim": 32}},
     "florence2": {"overrides": {"vision_config.projection_dim": 32, "projection_dim": 32}},
@@ -185,10 +195,10 @@ PER_ARCH: dict[str, dict[str, Any]] = {
 
 NEEDS_BBOX = ("udop",)   # text models whose forward requires token boxes
 # input rules of make_batch: token ids; ids + pixels (dual encoders); ids with image tokens + pixels (VLMs);
-# the same with Qwen2-VL patch grids; such patches and grids alone (a VLM's vision tower); pixels (or video
-# frames); raw waveform; (frames, mel) spectrogram; mel features channels-first (Whisper) or time-first;
-# past/future values of a time series
-FEEDS = ("text", "text+pixels", "vlm", "vlm_grid", "patch_grid", "pixels", "waveform", "spectrogram",
+# the same with Qwen2-VL patch grids, or with several images (tiles) per sample; such patches and grids alone (a
+# VLM's vision tower); pixels (or video frames); raw waveform; (frames, mel) spectrogram; mel features
+# channels-first (Whisper) or time-first; past/future values of a time series
+FEEDS = ("text", "text+pixels", "vlm", "vlm_grid", "vlm_tiles", "patch_grid", "pixels", "waveform", "spectrogram",
          "mel_cf", "mel_tf", "time_series")
 
 
@@ -678,7 +688,7 @@ def make_batch(spec: ZooSpec, task: str, model, inputs: str, step: int, seed: in
         return batch
     gen = _gen(step, seed)
     batch: dict[str, Any] = {}
-    if feed in ("vlm", "vlm_grid"):
+    if feed in ("vlm", "vlm_grid", "vlm_tiles"):
         batch = _vlm_batch(spec, task, model, inputs, gen)
         _decoder_ids(spec, task, model, batch, step, seed)
         return batch
@@ -818,6 +828,8 @@ def _vlm_batch(spec, task, model, inputs, gen) -> dict[str, Any]:
         pix, extras, n = _grid_pixels(cfg.vision_config, gen)
     else:
         pix = _pixels(cfg, gen)
+        if spec.feed == "vlm_tiles":   # (batch, tiles, C, H, W): several images, or an image's any-resolution tiles
+            pix = torch.stack([pix, _pixels(cfg, gen)], dim=1)
         extras = _image_extras(model, pix)
         key = (spec.name, task, tuple(pix.shape), repr({k: getattr(v, "tolist", lambda: v)() for k, v in extras.items()}))
         if key not in _TOKENS_PER_IMAGE:   # a function of the config and the shapes: asked once per arch
@@ -1089,7 +1101,7 @@ def survey_one(model_type: str, timeout: float = 120.0, check: bool = True) -> d
             tried.append(f"{task}: no input rule for {modality}")
             continue
         entry = dict(tasks=(task,), modality=modality, decoder_only=(task == "causal_lm"),
-                     inputs=fix.get("inputs", base.INPUTS if feed in ("text", "vlm") else ("unmasked",)),
+                     inputs=fix.get("inputs", base.INPUTS if feed in ("text", "vlm", "vlm_tiles") else ("unmasked",)),
                      overrides=overrides, head_classes={task: name} if name != _auto_head(model_type, task) else {},
                      feed=feed, enc_dec=enc_dec)
         spec = spec_from_entry(model_type, entry)
