@@ -4,7 +4,7 @@ The plain (not checkpointed) runs that fail or are vacuous, as (outcome, detail,
 is (arch, method, inputs, task), '*' for every inputs/task calibrated. See harness/calibration.py.
 """
 # flake8: noqa
-CALIBRATED_ON = {'transformers': '4.57.6', 'torch': '2.13.0+cpu', 'peft': '0.21.2', 'shards': [[1, 2], [2, 2]], 'baselines': 45745, 'failing': 3741, 'seconds': 11269}
+CALIBRATED_ON = {'transformers': '4.57.6', 'torch': '2.13.0+cpu', 'peft': '0.21.2', 'shards': [[1, 2], [2, 2]], 'baselines': 47059, 'failing': 3747, 'seconds': 11661}
 
 FAILS = [
     ('error', 'baseline train: RuntimeError: batch1 must be a 3D tensor',
@@ -1030,6 +1030,8 @@ FAILS = [
      (('prophetnet', 'shadow', '*', '*'), ('xlm-prophetnet', 'shadow', '*', '*'))),
     ('error', 'baseline attach: NotImplementedError: `get_input_embeddings` not auto‑handled for CanineModel; please override in the subclass.',
      (('canine', 'trainable_tokens', '*', '*'),)),
+    ('error', 'baseline attach: RuntimeError: Sizes of tensors must match except in dimension 0. Expected size 37 but got size 128 for tensor number 2 in the list.',
+     (('idefics2', 'frod', '*', '*'),)),
     ('error', 'baseline attach: RuntimeError: mat1 and mat2 shapes cannot be multiplied (32x16 and 37x37)',
      (('longcat_flash', 'frod', '*', '*'),)),
     ('error', "baseline attach: TypeError: 'NoneType' object is not iterable",
