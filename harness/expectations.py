@@ -160,7 +160,7 @@ NORM_BEFORE_LAYERS = (
     "xmod", "yoso",
     # vision-language models: a norm in front of the vision layers (Pixtral's ln_pre, CLIP's pre_layrnorm), and the
     # text layers take the projected image features (probed on Mistral3: ln_pre and the projector norm adapted)
-    "mistral3", "llava", "vipllava",
+    "mistral3", "llava", "vipllava", "llava_next", "llava_next_video",   # (LLaVA-OneVision's SigLIP tower has none)
     # vision encoders: a norm on the patch embeddings (CLIP's pre_layrnorm, Pixtral's ln_pre, AIMv2's rms_norm, the
     # Swin family's and FocalNet's embeddings norm); speech encoders: the feature projection's layer_norm (wav2vec2
     # family), Moonshine's conv-stem GroupNorm (seen on 4.57.6, adapter_first: equivalent where the rule for
@@ -715,6 +715,12 @@ EXPECTATIONS: list[Expect] = [
            "vector with the text side: the loss shows only as a value difference the size of the vision part, "
            "below the tolerance where that part is small (InternVL feature: 5e-9; seen on 4.57.6)",
            f"{TF_SRC}/modeling_utils.py#L2856", {"peft": ">=0.18", "transformers": ">=4.57,<5"}, below_tolerance=True),
+    Expect({**P, "arch": ("idefics2", "idefics3", "smolvlm"), "method": PEFT_INPUT_GRAD_METHODS + ("ln_tuning",),
+            "gc_mode": "reentrant", "order": "gc_first"}, Outcome.EQUIVALENT,
+           "these VLMs override enable_input_require_grads to hook the vision model's patch embeddings as well as the "
+           "text embeddings (peft issue 1402), so the vision tower's adapters keep their gradients in this order "
+           "(seen on 4.57.6: Idefics2, every weight method; Idefics3, LN tuning too)",
+           f"{TF_SRC}/models/idefics2/modeling_idefics2.py#L795", {"peft": ">=0.14", "transformers": "<5"}),
     Expect({**P, "modality": "multimodal", "method": PEFT_WEIGHT_METHODS + ("ln_tuning",), "gc_mode": "reentrant",
             "order": "gc_first"}, (Outcome.MISSING_GRAD, Outcome.MISMATCH),
            "enable_input_require_grads hooks only the text embeddings of a vision-language model: the adapters "
