@@ -854,6 +854,8 @@ def _vlm_batch(spec, task, model, inputs, gen) -> dict[str, Any]:
             else:
                 mask[1, -3:] = 0
         pad = getattr(cfg, "pad_token_id", None)
+        if isinstance(pad, int) and pad >= base._vocab(model):   # a stale top-level id (transformers 5's deprecated
+            pad = getattr(getattr(cfg, "text_config", cfg), "pad_token_id", None)   # alias: Idefics3 128002, text 0)
         ids = ids.masked_fill(mask == 0, pad if isinstance(pad, int) else 0)
         batch["attention_mask"] = mask
     batch["input_ids"] = ids
