@@ -811,12 +811,18 @@ def _image_tokens_per_image(model, pixel_values, extras) -> int:
 GRID = 4   # vlm_grid feed: one frame of GRID x GRID patches per image
 
 
+def _field(c, names: tuple[str, ...], default):
+    """The value of the first of `names` that config `c` has (one setting, named differently by different models),
+    else `default`."""
+    return next((getattr(c, k) for k in names if hasattr(c, k)), default)
+
+
 def _grid_pixels(vc, gen, frames: int = 2) -> tuple[torch.Tensor, dict[str, Any], int]:
     """Qwen2-VL-style vision input for the vision config `vc`: flattened patches plus image_grid_thw;
     (pixels, extras, tokens per image). A patch spans `frames` frames unless the config says."""
-    ch = next((getattr(vc, k) for k in ("in_channels", "in_chans", "num_channels") if hasattr(vc, k)), 3)
-    t = next((getattr(vc, k) for k in ("temporal_patch_size", "patch_temporal") if hasattr(vc, k)), frames)
-    p, merge = vc.patch_size, next((getattr(vc, k) for k in ("spatial_merge_size", "merge_size") if hasattr(vc, k)), 2)
+    ch = _field(vc, ("in_channels", "in_chans", "num_channels"), 3)
+    t = _field(vc, ("temporal_patch_size", "patch_temporal"), frames)
+    p, merge = vc.patch_size, _field(vc, ("spatial_merge_size", "merge_size"), 2)
     pix = torch.randn(BATCH * GRID * GRID, ch * t * p * p, generator=gen)
     thw = torch.tensor([[1, GRID, GRID]] * BATCH)
     return pix, {"image_grid_thw": thw}, GRID * GRID // (merge * merge)
