@@ -198,7 +198,8 @@ def compare(base: Trace | None, replay: Trace | None, cand: Trace, dtype: str = 
                    f"not vouched for (first {dead[0]})") if dead else ""
     return v(Outcome.EQUIVALENT,
              f"{len(base.losses)} steps, {len(base.trainable)} trainable tensors, {len(base.state)} state entries; "
-             f"max abs {worst.abs:.3g} <= atol {atol:.3g}; {cand.recomputed_segments} segments recomputed; "
+             f"max abs {worst.abs:.3g} ({worst.where or 'none'}) within atol {atol:.3g} + rtol {rtol:g} x scale; "
+             f"{cand.recomputed_segments} segments recomputed; "
              f"saved {cand.saved_bytes}/{base.saved_bytes} bytes{unexercised}",
              max_abs_diff=worst.abs, max_rel_diff=worst.rel, tolerance=tol, noise_floor=noise,
              unexercised=len(dead))

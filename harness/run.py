@@ -448,7 +448,8 @@ class Runner:
         if v64.outcome is Outcome.EQUIVALENT:
             return Verdict(Outcome.EQUIVALENT,
                            f"float32 rounding only: {verdict.detail}; the float64 rerun agrees "
-                           f"(max abs {v64.max_abs_diff:.3g} <= atol {v64.tolerance['atol']:.3g})",
+                           f"(max abs {v64.max_abs_diff:.3g} within atol {v64.tolerance['atol']:.3g} + rtol "
+                           f"{v64.tolerance['rtol']:g} x scale)",
                            verdict.max_abs_diff, verdict.max_rel_diff, verdict.tolerance, verdict.noise_floor,
                            verdict.recomputed_segments, verdict.saved_bytes, verdict.unexercised), None
         verdict.detail += f"; float64 rerun: {v64.outcome.value}: {v64.detail}"
