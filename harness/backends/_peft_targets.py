@@ -7,7 +7,8 @@ used whenever they list the model_type. Otherwise a config carries a *marker* st
 * ``harness:linear``     every ``nn.Linear`` / ``Conv1D`` of the backbone (the head excluded);
 * ``harness:linear/N``   the same, restricted to layers whose in and out features divide by N
                          (block-structured methods: OFT, BOFT, C3A, VB-LoRA, MiSS, RoAd, ...);
-* ``harness:linear/N:a,b`` peft's default names a, b for the model_type, kept where the dims divide by N;
+* ``harness:linear/N:a,b`` peft's default names a, b for the model_type, kept where the dims divide by N
+                         (``harness:linear/N:re:R`` where that default is one regex R of full module names);
 * ``harness:norm``       every normalisation layer (LayerNorm, RMSNorm, ...) of the model;
 * ``harness:blocks``     the transformer blocks (transformers' GradientCheckpointingLayer children) of
                          the first ``nn.ModuleList`` holding them (ShadowPEFT wraps whole blocks).
@@ -40,8 +41,8 @@ def default_or(mapping_name: str | None, mtype: str, fallback: str):
 
         names = getattr(constants, mapping_name, {}).get(mtype)
         if names:
-            if "/" in fallback:
-                return MARK + fallback + ":" + ",".join(names)
+            if "/" in fallback:   # peft's default is a list of names, or one regex of full names (Gemma 4's)
+                return MARK + fallback + ":" + ("re:" + names if isinstance(names, str) else ",".join(names))
             return None
     return MARK + fallback
 
@@ -75,7 +76,8 @@ def _head_prefixes(model) -> list[str]:
 def resolve(marker: str, model) -> list[str]:
     kind = marker[len(MARK):]
     kind, _, only = kind.partition(":")
-    only = tuple(only.split(",")) if only else ()
+    pattern = only[len("re:"):] if only.startswith("re:") else None
+    only = tuple(only.split(",")) if only and pattern is None else ()
     heads = _head_prefixes(model)
 
     def in_head(name):
@@ -102,6 +104,7 @@ def resolve(marker: str, model) -> list[str]:
             dims = _linear_like(mod)
             if dims and not in_head(name) and dims[0] % div == 0 and dims[1] % div == 0 and (
                     not only or any(name == o or name.endswith("." + o) for o in only)) and \
+                    (pattern is None or re.fullmatch(pattern, name)) and \
                     name.rsplit(".", 1)[-1] not in refused:
                 names.append(name)
     else:
