@@ -84,11 +84,20 @@ def test_image_placeholders_are_counted_from_the_features_that_fill_them():
     pixels = torch.zeros(2, 3, 8, 8)
     tower, merged = torch.zeros(2, 17, 4), [torch.zeros(4, 4), torch.zeros(4, 4)]   # 17 = 16 patches + CLS
     five = VLM(lambda b: BaseModelOutputWithPooling(last_hidden_state=tower, pooler_output=merged))
-    assert _image_tokens_per_image(five, pixels, {}) == 4
+    assert _image_tokens_per_image(five, pixels, {}, 2) == 4
     no_pooled = VLM(lambda b: BaseModelOutputWithPooling(last_hidden_state=tower))
-    assert _image_tokens_per_image(no_pooled, pixels, {}) == 17
+    assert _image_tokens_per_image(no_pooled, pixels, {}, 2) == 17
     four = VLM(lambda b: torch.zeros(b, 16, 4))   # transformers 4: the features themselves
-    assert _image_tokens_per_image(four, pixels, {}) == 16
+    assert _image_tokens_per_image(four, pixels, {}, 2) == 16
+    # patch-grid VLMs: flattened patches of both images in one tensor, so the count is per image asked for; the
+    # model's own count, with HunYuan-VL's extra token per row of merged patches (the formula grid / merge^2
+    # gave 4, the model 6: "Image features and image tokens do not match") ...
+    grid = torch.zeros(32, 48)
+    rows = VLM(lambda b: BaseModelOutputWithPooling(last_hidden_state=grid, pooler_output=[torch.zeros(6, 4)] * 2))
+    assert _image_tokens_per_image(rows, grid, {}, 2) == 6
+    # ... and 4.x Qwen3-VL's (features of each image, deepstack features of the inner layers)
+    deepstack = VLM(lambda b: ((torch.zeros(4, 4), torch.zeros(4, 4)), [torch.zeros(8, 4)] * 3))
+    assert _image_tokens_per_image(deepstack, grid, {}, 2) == 4
 
 
 def test_per_arch_overrides_for_some_releases_apply_only_there():
@@ -120,11 +129,17 @@ def test_a_vlm_s_vision_tower_gets_flattened_patches_and_their_grid_and_trains_i
     assert feed_of(Vlm, "causal_lm")[0] == "text"     # a VLM of such towers stays a VLM (vlm_grid with its config)
     from types import SimpleNamespace
 
-    pix, extras, n = _grid_pixels(SimpleNamespace(patch_size=4, in_channels=3, merge_size=2), torch.Generator(),
-                                  frames=1)
-    assert pix.shape == (2 * 16, 3 * 4 * 4) and extras["image_grid_thw"].tolist() == [[1, 4, 4]] * 2 and n == 4
-    pix, _, _ = _grid_pixels(SimpleNamespace(patch_size=4, temporal_patch_size=2), torch.Generator(), frames=1)
-    assert pix.shape[1] == 3 * 2 * 4 * 4
+    pix, extras = _grid_pixels(SimpleNamespace(patch_size=4, in_channels=3, merge_size=2), torch.Generator(), Tower)
+    assert pix.shape == (2 * 16, 3 * 4 * 4) and list(extras) == ["image_grid_thw"]
+    assert extras["image_grid_thw"].tolist() == [[1, 4, 4]] * 2
+    pix, _ = _grid_pixels(SimpleNamespace(patch_size=4, temporal_patch_size=2), torch.Generator(), Tower)
+    assert pix.shape[1] == 3 * 2 * 4 * 4   # a patch spans frames only where the config says (VideoLLaMA3: none)
+
+    class MergingVlm:   # VideoLLaMA3 takes each image's spatial merge; its configs do not say one: 1
+        def forward(self, input_ids, pixel_values=None, image_grid_thw=None, image_merge_sizes=None): ...
+
+    _, extras = _grid_pixels(SimpleNamespace(patch_size=4), torch.Generator(), MergingVlm)
+    assert extras["image_merge_sizes"].tolist() == [1, 1]
     w = torch.ones(2, requires_grad=True)
     out = {"last_hidden_state": w * 2, "deepstack_features": [w * 3]}
     assert all_outputs_loss(out).item() == 4.0 and all_outputs_loss(out, nested=True).item() == 4.0 + 9.0
@@ -156,3 +171,55 @@ def test_vlms_taking_several_images_per_sample_get_them_and_their_placeholders(a
     assert batch["pixel_values"].ndim == 5 and batch["pixel_values"].shape[:2] == (2, 2)
     spec.loss(task, model(**batch)).backward()   # the model's own check: placeholders == feature rows
     assert model.get_input_embeddings().weight.grad is not None
+
+
+def test_a_vlm_s_image_text_to_text_head_stands_for_causal_lm_over_its_language_model_alone():
+    """Llama 4, Mllama and Emu3 (and Qwen3.5 on transformers 5) name a causal-LM class built from the text config
+    alone: built from the VLM's config it raised ('Llama4Config' has no attribute 'vocab_size'), and Qwen3.5 was
+    covered only by its classification heads. The image-text-to-text class is the causal LM of a VLM."""
+    from harness.archs.zoo import heads_of
+
+    assert heads_of("llama4")["causal_lm"] == "Llama4ForConditionalGeneration"
+    assert heads_of("llava")["causal_lm"] == "LlavaForConditionalGeneration"   # no causal-LM mapping: as before
+    assert heads_of("llama")["causal_lm"] == "LlamaForCausalLM"
+
+
+@pytest.mark.parametrize("arch", ["blip-2", "instructblip", "kosmos-2"])
+def test_query_transformer_vlms_get_image_placeholders_for_their_queries(arch):
+    """BLIP-2, InstructBLIP and Kosmos-2 read images through learned queries (a Q-Former, a resampler): their
+    image-token id is unset by default and their main input is pixel_values, so the rule fed pixels alone
+    (KeyError: 'input_ids'). A placeholder per query output; InstructBLIP's Q-Former also reads an instruction;
+    Kosmos-2 places the queries by a position mask."""
+    spec = archs_for("full")[arch]
+    assert spec.feed == "vlm"
+    task = spec.tasks[0]
+    model = build_model(spec, task)
+    batch = spec.make_batch(task, model, "padded", 0)
+    cfg = model.config
+    queries = getattr(cfg, "num_query_tokens", None) or cfg.latent_query_num
+    tok = next(getattr(cfg, k) for k in ("image_token_index", "image_token_id") if getattr(cfg, k, None) is not None)
+    assert (batch["input_ids"] == tok).sum(1).tolist() == [queries] * 2
+    assert ("qformer_input_ids" in batch) == (arch == "instructblip")
+    if arch == "kosmos-2":
+        assert torch.equal(batch["image_embeds_position_mask"], batch["input_ids"] == tok)
+    spec.loss(task, model(**batch)).backward()
+    vision = [p for n, p in model.named_parameters() if "vision" in n]
+    assert vision and any(p.grad is not None and p.grad.any() for p in vision)
+
+
+def test_a_shape_constrained_method_keeps_peft_s_default_when_that_default_is_one_regex():
+    """peft's default targets for Gemma 4 are one regex of full module names, not a list: the shape-constrained
+    fallback (BOFT, OFT, ... keep only layers whose dims divide by their block) joined it character by character
+    and matched nothing (48 Gemma 4 baselines failed to attach). Where the default is a regex, it is matched."""
+    from harness.backends._peft_targets import MARK, resolve
+
+    nn = torch.nn
+    lm = nn.ModuleDict({"q_proj": nn.Linear(32, 32), "v_proj": nn.Linear(32, 32), "k_proj": nn.Linear(32, 32),
+                        "up": nn.Linear(32, 37)})
+    model = nn.Module()
+    model.model = nn.ModuleDict({"language_model": nn.ModuleDict({"layer": lm}),
+                                 "vision": nn.ModuleDict({"q_proj": nn.Linear(32, 32)})})
+    regex = r".*language_model\..*\.(q_proj|v_proj)"
+    assert resolve(f"{MARK}linear/8:re:{regex}", model) == ["model.language_model.layer.q_proj",
+                                                              "model.language_model.layer.v_proj"]
+    assert resolve(f"{MARK}linear/8:q_proj,up", model) == ["model.language_model.layer.q_proj", "model.vision.q_proj"]

@@ -126,6 +126,9 @@ _ANYRES = {"feed": "vlm_tiles", "overrides": {"image_grid_pinpoints": [[32, 32]]
 # time series: short context and horizon, one time feature
 _TS = {"feed": "time_series", "overrides": {"prediction_length": 4, "context_length": 8, "lags_sequence": [1, 2, 3],
                                             "num_time_features": 1}}
+_QFORMER = {"feed": "vlm", "overrides": {"image_token_index": 255}}
+_GEMMA4 = {"overrides": {"vocab_size_per_layer_input": 256, "hidden_size_per_layer_input": 8,
+                         "per_layer_config": {"1": {"head_dim": 16}}}}
 PER_ARCH: dict[str, dict[str, Any]] = {
     "swin": _SWIN, "swinv2": _SWIN, "donut-swin": _SWIN, "maskformer-swin": _SWIN, "swin2sr": _SWIN,
     "qwen2_vl_text": _MROPE, "qwen2_5_vl_text": _MROPE, "glm4v_text": _MROPE,
@@ -133,6 +136,16 @@ PER_ARCH: dict[str, dict[str, Any]] = {
     "glm4v_moe_text": {"overrides": {"rope_scaling": {**_ROPE, "mrope_section": [1, 1, 0]}}},   # half-rotary
     "qwen2_vl": _GRID, "qwen2_5_vl": _GRID, "glm4v": _GRID, "qwen3_vl": _GRID,
     "qwen3_vl_moe": _GRID,
+    # Llama 4's vision adapter: a pixel shuffle (ratio 0.5) makes 4 x the tower's width (32) the MLP's input; its
+    # projector widths are one (the language-model projector reads vision_output_dim); defaults 5632, 4096, 7680
+    "llama4": {"overrides": {"vision_config.intermediate_size": 128, "vision_config.projector_input_dim": 32,
+                             "vision_config.projector_output_dim": 32, "vision_config.vision_output_dim": 32}},
+    # Q-Former VLMs: the language model reads the query outputs at image-token placeholders (the id is unset by
+    # default; transformers 5 has no other way in)
+    "blip-2": _QFORMER, "instructblip": _QFORMER,
+    # Kosmos-2 places its image queries where image_embeds_position_mask says: at placeholders of an id it does
+    # not define (its processor's <image> tokens)
+    "kosmos-2": {"feed": "vlm", "overrides": {"image_token_id": 255}},
     "time_series_transformer": _TS, "informer": _TS, "autoformer": _TS,
     "idefics3": _TILES, "smolvlm": _TILES, "modernvbert": _TILES, "ultravbert": _TILES,
     # Idefics2's perceiver resampler: 2 heads of 8 and 8 latents (default 16 x 96 and 64: 100 MB of activations)
@@ -143,6 +156,11 @@ PER_ARCH: dict[str, dict[str, Any]] = {
     # the projector's output is the language model's width (here 32), not a contrastive projection
     "paligemma": {"overrides": {"vision_config.projection_dim": 32, "projection_dim": 32}},
     "florence2": {"overrides": {"vision_config.projection_dim": 32, "projection_dim": 32}},
+    # (Janus's VQ-GAN image generator, which understanding never trains, at its narrowest: GroupNorms of 32 groups)
+    "janus": {"overrides": {"vision_config.projection_dim": 32, "vq_config.projection_dim": 32,
+                            "vq_config.base_channels": 32, "vq_config.channel_multiplier": [1, 1],
+                            "vq_config.num_res_blocks": 1, "vq_config.latent_channels": 32,
+                            "vq_config.num_embeddings": 64, "vq_config.image_token_embed_dim": 32}},
     # SigLIP towers of VLMs: the language model reads the patch states; their checkpoints have no pooling head
     "gemma3": {"overrides": {"vision_config.vision_use_head": False}},
     "shieldgemma2": {"overrides": {"vision_config.vision_use_head": False}},
@@ -187,6 +205,21 @@ PER_ARCH: dict[str, dict[str, Any]] = {
     "minimax_m3_vl": {"overrides": {"projector_hidden_size": 32, "text_config.dense_intermediate_size": 37,
                                     "text_config.index_head_dim": 8}},
     "muse_spark_text": {"overrides": {"moe_hidden_size": 16}},
+    # Cosmos3-Edge's vision projector (11520 wide: BOFT ran > 10 min); ERNIE 4.5 VL's text and vision experts
+    # (1536 and 512), and its rotary sections, which are (h, w, t) with h and w interleaved, so equal (the rule's
+    # (t, h, w) [2, 1, 1] failed the plain run: "stack expects each tensor to be equal size"); HunYuan-VL's and
+    # HY-V4-VL's vision position table, sized for 2048-pixel images (65,537 rows)
+    "cosmos3_edge": {"overrides": {"projector_hidden_size": 37}},
+    # Gemma 4's per-layer input embeddings (a 262,144-row table per layer: the plain run could not allocate) and
+    # the head width of its full-attention layers, set per layer (512). Its default configs have no vision or
+    # audio tower: the VLM classes train as language models
+    "gemma4_text": _GEMMA4,
+    "gemma4": {"overrides": {f"text_config.{k}": v for k, v in _GEMMA4["overrides"].items()}},
+    "gemma4_unified": {"overrides": {"text_config.per_layer_config": {"1": {"head_dim": 16}}}},
+    "ernie4_5_vl_moe": {"overrides": {"text_config.rope_scaling": {"mrope_section": [1, 1, 2]},
+                                      "text_config.moe_intermediate_size": [40, 40]}},
+    "hunyuan_vl": {"overrides": {"vision_config.max_image_size": 64}},
+    "hy_v4_vl": {"overrides": {"vision_config.max_image_size": 64}},
     "nemo_speechlm": {"overrides": {"text_config.layers_block_type": ["linear_attention", "moe", "full_attention"],
                                     "text_config.num_hidden_layers": 3, "text_config.mamba_num_heads": 4,
                                     "text_config.mamba_head_dim": 8, "text_config.ssm_state_size": 16,
@@ -234,14 +267,15 @@ def _name(value) -> str | None:
 
 def heads_of(model_type: str) -> dict[str, str]:
     """task -> head class name, from the auto mappings (no import of the model). A VLM's causal LM
-    head (image-text-to-text) stands for causal_lm when the causal-LM mapping has none."""
+    head (image-text-to-text) stands for causal_lm: where the causal-LM mapping names another class (Llama 4,
+    Mllama, Emu3, Qwen3.5 on transformers 5), that one is the language model alone, built from the text config."""
     out = {}
     for task, attr in _MAPPINGS.items():
         name = _name(_mapping(attr).get(model_type))
         if name:
             out[task] = name
     vlm = _name(_mapping("MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES").get(model_type))
-    if "causal_lm" not in out and vlm and not is_encoder_decoder(model_type):
+    if vlm and not is_encoder_decoder(model_type):
         out["causal_lm"] = vlm
     return out
 
@@ -304,7 +338,7 @@ def feed_of(cls, task: str, cfg=None) -> tuple[str | None, str]:
     if _grid_arg(cls) and not _accepts(cls, "input_ids"):   # a VLM's vision tower: flattened patches + grid
         return "patch_grid", "vision"
     if main == "input_ids":
-        if cfg is not None and hasattr(cfg, "vision_config") and _image_token_id(cfg) is not None:
+        if getattr(cfg, "vision_config", None) is not None and _image_token_id(cfg) is not None:
             # a language model fed image tokens + pixels; as flattened patches + their grid when it takes one
             return ("vlm_grid" if _accepts(cls, "image_grid_thw") else "vlm"), "multimodal"
         return "text", "text"
@@ -603,8 +637,36 @@ class LazyOverrides(Mapping):
         return f"LazyOverrides({self.model_type!r})"
 
 
+def default_inputs(feed: str) -> tuple[str, ...]:
+    """The input variants a feed is run with: an attention mask and a padded batch only where the input is text
+    (plus, at most, image tokens at fixed places)."""
+    return base.INPUTS if feed in ("text", "vlm", "vlm_tiles") else ("unmasked",)
+
+
+def _entry(model_type: str, task: str, name: str, cls, cfg, overrides, enc_dec: bool) -> tuple[dict | None, str]:
+    """The table entry the rule gives a head class `cls` (named `name`) of `model_type` for `task`, before it
+    trains: its feed, inputs and head; (None, reason) when no rule here synthesises its inputs."""
+    fix = per_arch(model_type)
+    feed, modality = feed_of(cls, task, cfg)
+    if task != "contrastive":
+        feed = fix.get("feed", feed)
+    if feed is None:
+        return None, f"no input rule for {modality}"
+    return dict(tasks=(task,), modality=modality, decoder_only=(task == "causal_lm"),
+                inputs=fix.get("inputs", default_inputs(feed)),
+                overrides=overrides, head_classes={task: name} if name != _auto_head(model_type, task) else {},
+                feed=feed, enc_dec=enc_dec), ""
+
+
+def _enc_dec(model_type: str, cfg) -> bool:
+    return is_encoder_decoder(model_type) or bool(getattr(cfg, "is_encoder_decoder", False))
+
+
 def generic_spec(model_type: str, task: str | None = None) -> tuple[ZooSpec | None, str]:
-    """The rule's spec of a model_type (imports the head class, builds nothing); (None, reason) if none."""
+    """The rule's spec of a model_type (imports the head class and builds its config, trains nothing): what the
+    survey would try first; (None, reason) if none."""
+    from transformers import AutoConfig
+
     fix = per_arch(model_type)
     if "skip" in fix:
         return None, fix["skip"]
@@ -618,22 +680,16 @@ def generic_spec(model_type: str, task: str | None = None) -> tuple[ZooSpec | No
     t, name = cands[0]
     try:
         cls = _class(name)
+        cfg = AutoConfig.for_model(model_type)
     except Exception as exc:  # noqa: BLE001
         return None, f"construction fails: {type(exc).__name__}: {_one_line(exc)}"
     if not getattr(cls, "supports_gradient_checkpointing", False):
         return None, "no gradient checkpointing support"
-    feed, modality = feed_of(cls, t)
-    feed = fix.get("feed", feed)
-    if feed is None:
-        return None, f"no input rule for {modality}"
-    spec = ZooSpec(
-        name=model_type, model_type=model_type, tasks=(t,), modality=modality,
-        decoder_only=(t == "causal_lm"), inputs=fix.get("inputs", base.INPUTS if feed == "text" else ("unmasked",)),
-        overrides=LazyOverrides(model_type),
-        head_classes={t: name} if name != _auto_head(model_type, t) else {},
-        notes="generic rule; not surveyed on this transformers", feed=feed,
-        enc_dec=is_encoder_decoder(model_type), status="generic")
-    return spec, ""
+    entry, why = _entry(model_type, t, name, cls, cfg, {}, _enc_dec(model_type, cfg))
+    if entry is None:
+        return None, why
+    return dataclasses.replace(spec_from_entry(model_type, entry), overrides=LazyOverrides(model_type),
+                               notes="generic rule; not surveyed on this transformers", status="generic"), ""
 
 
 def _one_line(exc, limit: int = 200) -> str:
@@ -712,12 +768,10 @@ def make_batch(spec: ZooSpec, task: str, model, inputs: str, step: int, seed: in
         if m is not None:
             batch["attention_mask"] = m
     elif feed == "patch_grid":
-        pix, extras, _ = _grid_pixels(getattr(cfg, "vision_config", cfg), gen, frames=1)
         cls = type(model)
+        pix, extras = _grid_pixels(getattr(cfg, "vision_config", cfg), gen, cls)
         first = list(inspect.signature(cls.forward).parameters)[1]   # hidden_states or pixel_values
-        batch.update({first: pix, _grid_arg(cls): extras["image_grid_thw"]})
-        if _accepts(cls, "merge_sizes"):   # VideoLLaMA3: the spatial merge of each image
-            batch["merge_sizes"] = torch.tensor([getattr(cfg, "spatial_merge_size", 1)] * BATCH)
+        batch.update({first: pix, _grid_arg(cls): extras.pop("image_grid_thw"), **extras})
     elif feed == "pixels":
         batch["pixel_values"] = _pixels(cfg, gen)
         if task == "feature" and _accepts(type(model), "bool_masked_pos") and \
@@ -771,27 +825,46 @@ def _special_ids(cfg) -> set[int]:
 
 
 def _image_fn(model):
-    return getattr(model, "get_image_features", None) or getattr(getattr(model, "model", None), "get_image_features")
+    fn = getattr(model, "get_image_features", None) or \
+        getattr(getattr(model, "model", None), "get_image_features", None)
+    if fn is None:
+        raise ValueError(f"vlm feed: {type(model).__name__} has no get_image_features to count image tokens with")
+    return fn
+
+
+QFORMER_PROMPT = 6   # tokens of InstructBLIP's instruction to its Q-Former
 
 
 def _image_extras(model, pixel_values) -> dict[str, Any]:
-    """Extra image arguments a VLM needs: image_sizes where get_image_features requires them."""
+    """Extra image arguments a VLM needs where get_image_features requires them: image_sizes; the instruction
+    an InstructBLIP Q-Former reads (the same ids for every sample, as one prompt for a batch would be)."""
     out = {}
-    p = inspect.signature(_image_fn(model)).parameters.get("image_sizes")
-    if p is not None and p.default is inspect.Parameter.empty:
+    params = inspect.signature(_image_fn(model)).parameters
+    required = {k for k, p in params.items() if p.default is inspect.Parameter.empty}
+    if "image_sizes" in required:
         h, w = pixel_values.shape[-2:]
         out["image_sizes"] = torch.tensor([[h, w]] * pixel_values.shape[0])
+    if "qformer_input_ids" in required:
+        vocab = model.config.qformer_config.vocab_size
+        out["qformer_input_ids"] = (torch.arange(QFORMER_PROMPT) * 7 % (vocab - 1) + 1).repeat(BATCH, 1)
     return out
 
 
 _TOKENS_PER_IMAGE: dict[tuple, int] = {}
 
 
-def _image_tokens_per_image(model, pixel_values, extras) -> int:
-    """How many image-token placeholders one image takes: asked of the model's own get_image_features."""
+def _image_tokens_per_image(model, pixel_values, extras, images: int) -> int:
+    """How many image-token placeholders each of `images` images takes: asked of the model's own
+    get_image_features (the count is the model's: HunYuan-VL and HY-V4-VL add a token per row of patches)."""
     fn = _image_fn(model)
     params = inspect.signature(fn).parameters
-    kw = {k: v for k, v in extras.items() if k in params}
+    passes_on = any(p.kind is p.VAR_KEYWORD for p in params.values())   # VideoLLaMA3's merge sizes go through **kwargs
+    kw = {k: v for k, v in extras.items() if k in params or passes_on}
+    for k, p in params.items():   # settings the forward passes from the config (4.x Llama 4: the feature strategy)
+        if k not in kw and k != "pixel_values" and p.default is p.empty and p.kind not in (p.VAR_POSITIONAL,
+                                                                                          p.VAR_KEYWORD):
+            c = model.config
+            kw[k] = getattr(c, k) if hasattr(c, k) else getattr(c.vision_config, k)
     was = model.training
     model.eval()
     try:
@@ -803,9 +876,11 @@ def _image_tokens_per_image(model, pixel_values, extras) -> int:
         # transformers 5: the features that fill the placeholders are pooler_output (last_hidden_state is the
         # vision tower's own output); an output without them counts its first field
         f = f.pooler_output if f.pooler_output is not None else f[0]
+    if isinstance(f, (list, tuple)) and isinstance(f[0], (list, tuple)):
+        f = f[0]   # (features, extras): 4.x Qwen3-VL's (features of each image, deepstack features)
     parts = f if isinstance(f, (list, tuple)) else [f]
     total = sum(x.reshape(-1, x.shape[-1]).shape[0] for x in parts)
-    return total // pixel_values.shape[0]
+    return total // images
 
 
 GRID = 4   # vlm_grid feed: one frame of GRID x GRID patches per image
@@ -817,30 +892,34 @@ def _field(c, names: tuple[str, ...], default):
     return next((getattr(c, k) for k in names if hasattr(c, k)), default)
 
 
-def _grid_pixels(vc, gen, frames: int = 2) -> tuple[torch.Tensor, dict[str, Any], int]:
-    """Qwen2-VL-style vision input for the vision config `vc`: flattened patches plus image_grid_thw;
-    (pixels, extras, tokens per image). A patch spans `frames` frames unless the config says."""
+def _grid_pixels(vc, gen, cls) -> tuple[torch.Tensor, dict[str, Any]]:
+    """Qwen2-VL-style vision input for the vision config `vc` of model class `cls`: flattened patches plus
+    image_grid_thw (and each image's spatial merge, 1 unless the config says, if `cls` takes it: VideoLLaMA3);
+    (pixels, extras). A patch spans one frame unless the config says."""
     ch = _field(vc, ("in_channels", "in_chans", "num_channels"), 3)
-    t = _field(vc, ("temporal_patch_size", "patch_temporal"), frames)
-    p, merge = vc.patch_size, _field(vc, ("spatial_merge_size", "merge_size"), 2)
+    t = _field(vc, ("temporal_patch_size", "patch_temporal"), 1)
+    p, merge = vc.patch_size, _field(vc, ("spatial_merge_size", "merge_size"), 1)
     pix = torch.randn(BATCH * GRID * GRID, ch * t * p * p, generator=gen)
-    thw = torch.tensor([[1, GRID, GRID]] * BATCH)
-    return pix, {"image_grid_thw": thw}, GRID * GRID // (merge * merge)
+    extras = {"image_grid_thw": torch.tensor([[1, GRID, GRID]] * BATCH)}
+    for arg in ("merge_sizes", "image_merge_sizes"):
+        if _accepts(cls, arg):
+            extras[arg] = torch.tensor([merge] * BATCH)
+    return pix, extras
 
 
 def _vlm_batch(spec, task, model, inputs, gen) -> dict[str, Any]:
     cfg = model.config
     if spec.feed == "vlm_grid":
-        pix, extras, n = _grid_pixels(cfg.vision_config, gen)
+        pix, extras = _grid_pixels(cfg.vision_config, gen, type(model))
     else:
         pix = _pixels(cfg, gen)
         if spec.feed == "vlm_tiles":   # (batch, tiles, C, H, W): several images, or an image's any-resolution tiles
             pix = torch.stack([pix, _pixels(cfg, gen)], dim=1)
         extras = _image_extras(model, pix)
-        key = (spec.name, task, tuple(pix.shape), repr({k: getattr(v, "tolist", lambda: v)() for k, v in extras.items()}))
-        if key not in _TOKENS_PER_IMAGE:   # a function of the config and the shapes: asked once per arch
-            _TOKENS_PER_IMAGE[key] = _image_tokens_per_image(model, pix, extras)
-        n = _TOKENS_PER_IMAGE[key]
+    key = (spec.name, task, tuple(pix.shape), repr({k: getattr(v, "tolist", lambda: v)() for k, v in extras.items()}))
+    if key not in _TOKENS_PER_IMAGE:   # a function of the config and the shapes: asked once per arch
+        _TOKENS_PER_IMAGE[key] = _image_tokens_per_image(model, pix, extras, BATCH)
+    n = _TOKENS_PER_IMAGE[key]
     tok = _image_token_id(cfg)
     ids = base._ids(gen, base._vocab(model))
     for sid in _special_ids(cfg):    # no stray special/image token in the text
@@ -865,6 +944,8 @@ def _vlm_batch(spec, task, model, inputs, gen) -> dict[str, Any]:
         ids = ids.masked_fill(mask == 0, pad if isinstance(pad, int) else 0)
         batch["attention_mask"] = mask
     batch["input_ids"] = ids
+    if _accepts(type(model), "image_embeds_position_mask"):   # Kosmos-2
+        batch["image_embeds_position_mask"] = ids == tok
     if _accepts(type(model), "mm_token_type_ids"):   # transformers 5 M-RoPE VLMs: 0 text, 1 image token
         batch["mm_token_type_ids"] = (ids == tok).to(torch.int32)
     if task == "causal_lm":
@@ -1100,18 +1181,12 @@ def survey_one(model_type: str, timeout: float = 120.0, check: bool = True) -> d
                                                     f"{_one_line(exc)}"}
     be = get("full")
     method = be.methods["full"]
-    enc_dec = is_encoder_decoder(model_type) or bool(getattr(cfg0, "is_encoder_decoder", False))
     trained = []   # (task, entry, spec, unexercised tensor names) of every task whose baseline trains
     for task, name, cls in classes:
-        feed, modality = feed_of(cls, task, cfg0)
-        feed = fix.get("feed", feed) if task != "contrastive" else feed
-        if feed is None:
-            tried.append(f"{task}: no input rule for {modality}")
+        entry, why = _entry(model_type, task, name, cls, cfg0, overrides, _enc_dec(model_type, cfg0))
+        if entry is None:
+            tried.append(f"{task}: {why}")
             continue
-        entry = dict(tasks=(task,), modality=modality, decoder_only=(task == "causal_lm"),
-                     inputs=fix.get("inputs", base.INPUTS if feed in ("text", "vlm", "vlm_tiles") else ("unmasked",)),
-                     overrides=overrides, head_classes={task: name} if name != _auto_head(model_type, task) else {},
-                     feed=feed, enc_dec=enc_dec)
         spec = spec_from_entry(model_type, entry)
         b = train(spec, task, be, method, inputs=entry["inputs"][0], timeout=timeout)
         if not b.ok and entry["inputs"][0] == "masked" and "attention_mask" in (b.error or ""):
@@ -1162,7 +1237,7 @@ def _survey_composite(model_type: str, timeout: float, check: bool) -> dict[str,
     if not getattr(cls, "supports_gradient_checkpointing", False):
         return {"status": "not_covered", "reason": "no gradient checkpointing support"}
     entry = dict(tasks=("seq2seq_lm",), modality=c["modality"], decoder_only=False,
-                 inputs=base.INPUTS if c["feed"] == "text" else ("unmasked",), feed=c["feed"], enc_dec=True,
+                 inputs=default_inputs(c["feed"]), feed=c["feed"], enc_dec=True,
                  compose=c["compose"])
     spec = spec_from_entry(model_type, entry)
     be = get("full")
