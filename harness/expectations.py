@@ -170,7 +170,11 @@ NORM_BEFORE_LAYERS = (
     "speech-encoder-decoder", "moonshine", "segformer", "mlcd", "mlcd_vision_model", "nemotron3_5_transcribe_asr_audio",
     "nemotron3_diarization_audio",
     # VLM vision towers (transformers 5): GLM-4V's post_conv_layernorm, MUSE's ln_pre (seen on 5.24.0, both orders)
-    "glm4v_vision", "glm4v_moe_vision", "muse_glimmer_vision", "muse_spark_vision")
+    "glm4v_vision", "glm4v_moe_vision", "muse_glimmer_vision", "muse_spark_vision",
+    # query-transformer VLMs: Kosmos-2's CLIP pre_layrnorm; BLIP-2's Q-Former layernorm on its learned queries (LN
+    # tuning adapts none of its vision tower's norms), whose output feeds the language model too (seen on 4.57.6
+    # and 5.24.0, adapter_first, where the rule for their modality predicts the gradients lost)
+    "blip-2", "kosmos-2")
 A = {"backend": "adapters"}
 P = {"backend": "peft"}
 PEFT_SRC = "https://github.com/huggingface/peft/blob/v0.21.2/src/peft"
@@ -482,6 +486,12 @@ EXPECTATIONS: list[Expect] = [
            "enable_input_require_grads makes the word embeddings output a leaf requiring grad and the "
            "model's embeddings then add to it in place (the DeBERTa bug of transformers PR #35898)",
            f"{TF_SRC}/models/git/modeling_git.py", {"transformers": ">=4.57"}),
+    Expect({**P, "arch": "kosmos-2", "order": "gc_first"}, Outcome.GC_ERROR,
+           "the same leaf, written into: Kosmos-2's text embedding puts the image features into the word "
+           "embeddings output in place (`inputs_embeds[img_input_mask] = image_embeds`), which peft's "
+           "enable_input_require_grads has made a leaf requiring grad: every method, both gc modes (seen on 4.57.6 "
+           "and 5.24.0; not in adapter_first, where nothing hooks it: its main input is pixel_values)",
+           f"{TF_SRC}/models/kosmos2/modeling_kosmos2.py#L971", {"transformers": ">=4.57"}),
     Expect({**P, "arch": ("git", "blip", "udop"), "order": "adapter_first"}, Outcome.GC_ERROR,
            "as above: transformers 5's gradient_checkpointing_enable calls enable_input_require_grads itself for "
            "models whose main input is input_ids, so the in-place add on the grad-requiring embedding output "
@@ -726,6 +736,13 @@ EXPECTATIONS: list[Expect] = [
            "text embeddings (peft issue 1402), so the vision tower's adapters keep their gradients in this order "
            "(seen on 4.57.6: Idefics2, every weight method; Idefics3, LN tuning too)",
            f"{TF_SRC}/models/idefics2/modeling_idefics2.py#L795", {"peft": ">=0.14", "transformers": "<5"}),
+    Expect({**P, "arch": "instructblip", "method": PEFT_WEIGHT_METHODS + ("ln_tuning",), "gc_mode": "reentrant",
+            "order": "gc_first"}, (Outcome.MISSING_GRAD, Outcome.MISMATCH),
+           "the vision-language rule below, for a VLM whose main input is pixel_values: enable_input_require_grads "
+           "hooks the language model's embeddings, not InstructBLIP's vision embeddings, so the adapters of its "
+           "reentrant-checkpointed vision layers get no gradient (seen on 4.57.6: LoRA, BOFT, LN tuning; 5.24.0 hooks "
+           "the vision embeddings too: equivalent)", f"{TF_SRC}/modeling_utils.py#L2856",
+           {"peft": ">=0.14", "transformers": "<5"}),
     Expect({**P, "modality": "multimodal", "method": PEFT_WEIGHT_METHODS + ("ln_tuning",), "gc_mode": "reentrant",
             "order": "gc_first"}, (Outcome.MISSING_GRAD, Outcome.MISMATCH),
            "enable_input_require_grads hooks only the text embeddings of a vision-language model: the adapters "

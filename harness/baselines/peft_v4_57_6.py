@@ -4,7 +4,7 @@ The plain (not checkpointed) runs that fail or are vacuous, as (outcome, detail,
 is (arch, method, inputs, task), '*' for every inputs/task calibrated. See harness/calibration.py.
 """
 # flake8: noqa
-CALIBRATED_ON = {'transformers': '4.57.6', 'torch': '2.13.0+cpu', 'peft': '0.21.2', 'shards': [[1, 2], [2, 2]], 'baselines': 47059, 'failing': 3747, 'seconds': 11661}
+CALIBRATED_ON = {'transformers': '4.57.6', 'torch': '2.13.0+cpu', 'peft': '0.21.2', 'shards': [[1, 2], [2, 2]], 'baselines': 47935, 'failing': 3750, 'seconds': 11934}
 
 FAILS = [
     ('error', 'baseline train: RuntimeError: batch1 must be a 3D tensor',
@@ -936,6 +936,10 @@ FAILS = [
       ('sam_vision_model', 'ia3', '*', '*'), ('sam_vision_model', 'road', '*', '*'),
       ('sam_vision_model', 'shira', '*', '*'), ('sam_vision_model', 'supertuning', '*', '*'),
       ('sam_vision_model', 'tinylora', '*', '*'), ('sam_vision_model', 'waveft', '*', '*'))),
+    ('error', 'baseline attach: RuntimeError: mat1 and mat2 shapes cannot be multiplied (32x32 and 37x37)',
+     (('bert2bert', 'frod', '*', '*'), ('blip', 'frod', '*', '*'), ('encoder-decoder', 'frod', '*', '*'),
+      ('glm4v', 'frod', '*', '*'), ('instructblip', 'frod', '*', '*'),
+      ('speech-encoder-decoder', 'frod', '*', '*'))),
     ('error', 'baseline attach: AttributeError: Unable to update the model config: none of the expected attributes (\'num_hidden_layers\', \'n_layer\', \'num_layers\') are defined. This is required when building a mirrored shadow backbone (`shadow_model="mirror"`). Please use a supported decoder architecture, or set `shadow_model` to a pretrained mo...',
      (('flava', 'shadow', '*', '*'), ('kosmos-2.5', 'shadow', '*', '*'), ('voxtral', 'shadow', '*', '*'))),
     ('error', 'baseline attach: ValueError: The set rank 4 results in more shira params than the total number of params in the base layer 32 and this is not allowed.',
@@ -966,9 +970,6 @@ FAILS = [
     ('error', 'vacuous baseline: none of the 1 trainable tensors gets a non-zero gradient in 3 steps',
      (('marian', 'trainable_tokens', '*', '*'), ('mt5', 'trainable_tokens', '*', '*'),
       ('sam_hq_vision_model', 'unilora', '*', '*'), ('sam_vision_model', 'unilora', '*', '*'))),
-    ('error', 'baseline attach: RuntimeError: mat1 and mat2 shapes cannot be multiplied (32x32 and 37x37)',
-     (('bert2bert', 'frod', '*', '*'), ('blip', 'frod', '*', '*'), ('encoder-decoder', 'frod', '*', '*'),
-      ('glm4v', 'frod', '*', '*'), ('speech-encoder-decoder', 'frod', '*', '*'))),
     ('error', 'baseline train: RuntimeError: The size of tensor a (10) must match the size of tensor b (14) at non-singleton dimension 2',
      (('blenderbot', 'cartridge', 'padded', 'feature'), ('blenderbot', 'prefix_tuning', 'padded', 'feature'),
       ('blenderbot-small', 'cartridge', 'padded', 'feature'),
