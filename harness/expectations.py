@@ -136,7 +136,8 @@ FEATURE_ENCODER_GRAD = ("data2vec-audio", "hubert", "sew", "sew-d", "speecht5", 
 # vision-language models of transformers 5 whose vision tower the weight methods' generic targets adapt, with no
 # grad-requiring input in front of it (seen on 5.24.0)
 VISION_TOWER_5 = ("cosmos3_omni", "glm46v", "glm4v", "glm4v_moe", "glm5_next", "glm_ocr", "glmga", "minimax_m3_vl",
-                  "ovis2", "qwen3_5", "qwen3_5_moe", "qwen3_omni_moe_thinker", "qwen3_vl", "qwen3_vl_moe")
+                  "ovis2", "qwen3_5", "qwen3_5_moe", "qwen3_omni_moe_thinker", "qwen3_vl", "qwen3_vl_moe",
+                  "hunyuan_vl", "hy_v4_vl")
 FRONT_PROJECTION = ("rembert", "wav2vec2-bert", "roc_bert", "florence2",
                     "radio",   # its patch_projection (transformers 5, probed: left out, the loss comes back)
                     # the feature stacking's projection (transformers 5; seen on 5.24.0, every weight method)
@@ -443,13 +444,14 @@ EXPECTATIONS: list[Expect] = [
            f"{TF5}/modeling_utils.py#L3198", {"peft": ">=0.18", "transformers": ">=5"}),
     Expect({**P, "arch": ("cosmos3_omni", "glm5_next", "glm_ocr", "qwen3_5", "qwen3_5_moe", "qwen3_omni_moe_thinker",
                           "qwen3_vl", "qwen3_vl_moe", "radio", "speech_to_text", "nemotron_asr_streaming_encoder",
-                          "nemotron3_5_asr", "nemotron_asr_streaming"),
+                          "nemotron3_5_asr", "nemotron_asr_streaming", "hunyuan_vl", "hy_v4_vl", "cosmos3_edge"),
             "method": "ln_tuning", "gc_mode": "reentrant"}, (Outcome.MISSING_GRAD, Outcome.GC_ERROR),
            "LN tuning adapts the norms inside the checkpointed blocks (a vision tower's, as the rule above; an audio "
            "encoder's, behind its subsampling, which the weight methods' generic targets adapt on the Nemotron ASR "
            "encoders but LN tuning does not) and nothing in front of them requires grad: "
            "under reentrant checkpointing they get no gradient in either order (seen on 5.24.0; RADIO: the weight "
-           "methods' generic targets adapt its patch_projection, LN tuning has no norm in front to adapt)",
+           "methods' generic targets adapt its patch_projection, LN tuning has no norm in front to adapt; so do "
+           "Cosmos3-Edge's, whose Linear patch embedding keeps the weight methods' gradients)",
            f"{TF5}/modeling_utils.py", {"peft": ">=0.18", "transformers": ">=5"}),
     Expect({**P, "arch": "pp_lcnet", "method": "ln_tuning", "gc_mode": "non_reentrant"}, Outcome.MISMATCH,
            "LN tuning adapts the BatchNorms inside PP-LCNet's checkpointed conv blocks, so (unlike with LoRA, below) "
@@ -743,6 +745,35 @@ EXPECTATIONS: list[Expect] = [
            "reentrant-checkpointed vision layers get no gradient (seen on 4.57.6: LoRA, BOFT, LN tuning; 5.24.0 hooks "
            "the vision embeddings too: equivalent)", f"{TF_SRC}/modeling_utils.py#L2856",
            {"peft": ">=0.14", "transformers": "<5"}),
+    Expect({**P, "arch": "blip-2", "method": ("adalora", "beft", "ia3", "osf", "vblora"), "gc_mode": "reentrant",
+            "order": "gc_first"}, Outcome.MISSING_GRAD,
+           "the same for BLIP-2, whose vision tower only these methods adapt (peft's BLIP-2 defaults for the others "
+           "name the language model's and Q-Former's projections; seen on 4.57.6, every method, masked causal LM)",
+           f"{TF_SRC}/modeling_utils.py#L2856", {"peft": ">=0.14", "transformers": "<5"}),
+    Expect({**P, "arch": "instructblip", "method": "glora"}, Outcome.MISSING_GRAD,
+           "a zero gradient for GLoRA's input-dependent term X on the language projection, from step 0, in both gc "
+           "modes and orders; the cache triage finds a plain run with use_cache=False doing the same, so it is the "
+           "cache switch checkpointing forces, not the recompute (seen on 5.24.0; not probed further)",
+           f"{PEFT_SRC}/tuners/glora/layer.py", {"peft": ">=0.14", "transformers": ">=5"}),
+    Expect({**P, "arch": "instructblip", "method": "lily", "gc_mode": "non_reentrant", "inputs": "masked"},
+           Outcome.MISSING_GRAD,
+           "a zero gradient for the router of Lily's last vision-layer adapter at step 2; the cache triage finds a "
+           "plain run with use_cache=False doing the same: the cache switch checkpointing forces, not the recompute "
+           "(seen on 4.57.6 with the masked batch, both orders; the padded one is equivalent, and so is 5.24.0, but "
+           "see the next entry: a value-dependent zero, as of a routing choice; not probed further)",
+           f"{PEFT_SRC}/tuners/lily/layer.py", {"peft": ">=0.14", "transformers": "<5"}),
+    Expect({**P, "arch": "instructblip", "method": "lily", "gc_mode": "reentrant", "order": "gc_first",
+            "inputs": "masked"}, Outcome.MISSING_GRAD,
+           "the same zero router gradient at step 2, on 5.24.0 under reentrant checkpointing in gc_first (where 5's "
+           "hook keeps the other vision adapters' gradients); not probed further",
+           f"{PEFT_SRC}/tuners/lily/layer.py", {"peft": ">=0.14", "transformers": ">=5"}),
+    Expect({**P, "arch": "inkling2_loop_text", "method": "pvera", "gc_mode": "reentrant", "inputs": "padded"},
+           Outcome.MISMATCH,
+           "a value difference from step 1 (PVeRA's lambda_b on layer 0's o_proj: max abs 0.117, rel 1.5e-3; the "
+           "masked and unmasked batches are equivalent) that the float64 rerun cannot settle: its float64 baseline "
+           "raises a dtype error in Inkling2's looped layers; not the cache switch (seen on 5.24.0, both orders, "
+           "feature task; not probed further)", f"{PEFT_SRC}/tuners/pvera/layer.py",
+           {"peft": ">=0.20", "transformers": ">=5"}),
     Expect({**P, "modality": "multimodal", "method": PEFT_WEIGHT_METHODS + ("ln_tuning",), "gc_mode": "reentrant",
             "order": "gc_first"}, (Outcome.MISSING_GRAD, Outcome.MISMATCH),
            "enable_input_require_grads hooks only the text embeddings of a vision-language model: the adapters "
