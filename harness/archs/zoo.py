@@ -127,6 +127,7 @@ _ANYRES = {"feed": "vlm_tiles", "overrides": {"image_grid_pinpoints": [[32, 32]]
 _TS = {"feed": "time_series", "overrides": {"prediction_length": 4, "context_length": 8, "lags_sequence": [1, 2, 3],
                                             "num_time_features": 1}}
 _QFORMER = {"feed": "vlm", "overrides": {"image_token_index": 255}}
+_HUNYUAN_POS = {"overrides": {"vision_config.max_image_size": 64}}
 _GEMMA4 = {"overrides": {"vocab_size_per_layer_input": 256, "hidden_size_per_layer_input": 8,
                          "per_layer_config": {"1": {"head_dim": 16}}}}
 PER_ARCH: dict[str, dict[str, Any]] = {
@@ -149,9 +150,9 @@ PER_ARCH: dict[str, dict[str, Any]] = {
     "time_series_transformer": _TS, "informer": _TS, "autoformer": _TS,
     "idefics3": _TILES, "smolvlm": _TILES, "modernvbert": _TILES, "ultravbert": _TILES,
     # Idefics2's perceiver resampler: 2 heads of 8 and 8 latents (default 16 x 96 and 64: 100 MB of activations)
-    "idefics2": {"feed": "vlm_tiles", "overrides": {"perceiver_config.resampler_n_heads": 2,
-                                                    "perceiver_config.resampler_head_dim": 8,
-                                                    "perceiver_config.resampler_n_latents": 8}},
+    "idefics2": {**_TILES, "overrides": {"perceiver_config.resampler_n_heads": 2,
+                                         "perceiver_config.resampler_head_dim": 8,
+                                         "perceiver_config.resampler_n_latents": 8}},
     "llava_next": _ANYRES, "llava_next_video": _ANYRES, "llava_onevision": _ANYRES,
     # the projector's output is the language model's width (here 32), not a contrastive projection
     "paligemma": {"overrides": {"vision_config.projection_dim": 32, "projection_dim": 32}},
@@ -215,11 +216,10 @@ PER_ARCH: dict[str, dict[str, Any]] = {
     # audio tower: the VLM classes train as language models
     "gemma4_text": _GEMMA4,
     "gemma4": {"overrides": {f"text_config.{k}": v for k, v in _GEMMA4["overrides"].items()}},
-    "gemma4_unified": {"overrides": {"text_config.per_layer_config": {"1": {"head_dim": 16}}}},
+    "gemma4_unified": {"overrides": {"text_config.per_layer_config": _GEMMA4["overrides"]["per_layer_config"]}},
     "ernie4_5_vl_moe": {"overrides": {"text_config.rope_scaling": {"mrope_section": [1, 1, 2]},
                                       "text_config.moe_intermediate_size": [40, 40]}},
-    "hunyuan_vl": {"overrides": {"vision_config.max_image_size": 64}},
-    "hy_v4_vl": {"overrides": {"vision_config.max_image_size": 64}},
+    "hunyuan_vl": _HUNYUAN_POS, "hy_v4_vl": _HUNYUAN_POS,
     "nemo_speechlm": {"overrides": {"text_config.layers_block_type": ["linear_attention", "moe", "full_attention"],
                                     "text_config.num_hidden_layers": 3, "text_config.mamba_num_heads": 4,
                                     "text_config.mamba_head_dim": 8, "text_config.ssm_state_size": 16,
@@ -643,7 +643,7 @@ def default_inputs(feed: str) -> tuple[str, ...]:
     return base.INPUTS if feed in ("text", "vlm", "vlm_tiles") else ("unmasked",)
 
 
-def _entry(model_type: str, task: str, name: str, cls, cfg, overrides, enc_dec: bool) -> tuple[dict | None, str]:
+def _entry(model_type: str, task: str, name: str, cls, cfg, overrides) -> tuple[dict | None, str]:
     """The table entry the rule gives a head class `cls` (named `name`) of `model_type` for `task`, before it
     trains: its feed, inputs and head; (None, reason) when no rule here synthesises its inputs."""
     fix = per_arch(model_type)
@@ -652,14 +652,11 @@ def _entry(model_type: str, task: str, name: str, cls, cfg, overrides, enc_dec: 
         feed = fix.get("feed", feed)
     if feed is None:
         return None, f"no input rule for {modality}"
+    enc_dec = is_encoder_decoder(model_type) or bool(getattr(cfg, "is_encoder_decoder", False))
     return dict(tasks=(task,), modality=modality, decoder_only=(task == "causal_lm"),
                 inputs=fix.get("inputs", default_inputs(feed)),
                 overrides=overrides, head_classes={task: name} if name != _auto_head(model_type, task) else {},
                 feed=feed, enc_dec=enc_dec), ""
-
-
-def _enc_dec(model_type: str, cfg) -> bool:
-    return is_encoder_decoder(model_type) or bool(getattr(cfg, "is_encoder_decoder", False))
 
 
 def generic_spec(model_type: str, task: str | None = None) -> tuple[ZooSpec | None, str]:
@@ -685,7 +682,7 @@ def generic_spec(model_type: str, task: str | None = None) -> tuple[ZooSpec | No
         return None, f"construction fails: {type(exc).__name__}: {_one_line(exc)}"
     if not getattr(cls, "supports_gradient_checkpointing", False):
         return None, "no gradient checkpointing support"
-    entry, why = _entry(model_type, t, name, cls, cfg, {}, _enc_dec(model_type, cfg))
+    entry, why = _entry(model_type, t, name, cls, cfg, {})
     if entry is None:
         return None, why
     return dataclasses.replace(spec_from_entry(model_type, entry), overrides=LazyOverrides(model_type),
@@ -832,6 +829,11 @@ def _image_fn(model):
     return fn
 
 
+def _required(params) -> list[str]:
+    """The named arguments of a signature's `params` without a default (not *args / **kwargs)."""
+    return [k for k, p in params.items() if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+
+
 QFORMER_PROMPT = 6   # tokens of InstructBLIP's instruction to its Q-Former
 
 
@@ -839,8 +841,7 @@ def _image_extras(model, pixel_values) -> dict[str, Any]:
     """Extra image arguments a VLM needs where get_image_features requires them: image_sizes; the instruction
     an InstructBLIP Q-Former reads (the same ids for every sample, as one prompt for a batch would be)."""
     out = {}
-    params = inspect.signature(_image_fn(model)).parameters
-    required = {k for k, p in params.items() if p.default is inspect.Parameter.empty}
+    required = _required(inspect.signature(_image_fn(model)).parameters)
     if "image_sizes" in required:
         h, w = pixel_values.shape[-2:]
         out["image_sizes"] = torch.tensor([[h, w]] * pixel_values.shape[0])
@@ -860,9 +861,8 @@ def _image_tokens_per_image(model, pixel_values, extras, images: int) -> int:
     params = inspect.signature(fn).parameters
     passes_on = any(p.kind is p.VAR_KEYWORD for p in params.values())   # VideoLLaMA3's merge sizes go through **kwargs
     kw = {k: v for k, v in extras.items() if k in params or passes_on}
-    for k, p in params.items():   # settings the forward passes from the config (4.x Llama 4: the feature strategy)
-        if k not in kw and k != "pixel_values" and p.default is p.empty and p.kind not in (p.VAR_POSITIONAL,
-                                                                                          p.VAR_KEYWORD):
+    for k in _required(params):   # settings the forward passes from the config (4.x Llama 4: the feature strategy)
+        if k not in kw and k != "pixel_values":
             c = model.config
             kw[k] = getattr(c, k) if hasattr(c, k) else getattr(c.vision_config, k)
     was = model.training
@@ -1183,7 +1183,7 @@ def survey_one(model_type: str, timeout: float = 120.0, check: bool = True) -> d
     method = be.methods["full"]
     trained = []   # (task, entry, spec, unexercised tensor names) of every task whose baseline trains
     for task, name, cls in classes:
-        entry, why = _entry(model_type, task, name, cls, cfg0, overrides, _enc_dec(model_type, cfg0))
+        entry, why = _entry(model_type, task, name, cls, cfg0, overrides)
         if entry is None:
             tried.append(f"{task}: {why}")
             continue
