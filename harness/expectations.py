@@ -767,14 +767,6 @@ EXPECTATIONS: list[Expect] = [
            "the same zero router gradient at step 2, on 5.24.0 under reentrant checkpointing in gc_first (where 5's "
            "hook keeps the other vision adapters' gradients); not probed further",
            f"{PEFT_SRC}/tuners/lily/layer.py", {"peft": ">=0.14", "transformers": ">=5"}),
-    Expect({**P, "arch": "inkling2_loop_text", "method": "pvera", "gc_mode": "reentrant", "inputs": "padded",
-            "task": "feature"}, Outcome.MISMATCH,
-           "a value difference from step 1 (PVeRA's lambda_b on layer 0's o_proj: max abs 0.117, rel 1.5e-3; the "
-           "masked and unmasked batches are equivalent) that the float64 rerun cannot settle: its float64 baseline "
-           "raises a dtype error in Inkling2's looped layers; not the cache switch (seen on 5.24.0, both orders, "
-           "feature task; the causal LM's padded cells are equivalent, max abs 6e-5; not probed further)",
-           f"{PEFT_SRC}/tuners/pvera/layer.py",
-           {"peft": ">=0.20", "transformers": ">=5"}),
     Expect({**P, "modality": "multimodal", "method": PEFT_WEIGHT_METHODS + ("ln_tuning",), "gc_mode": "reentrant",
             "order": "gc_first"}, (Outcome.MISSING_GRAD, Outcome.MISMATCH),
            "enable_input_require_grads hooks only the text embeddings of a vision-language model: the adapters "

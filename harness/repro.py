@@ -18,7 +18,7 @@ import torch
 
 from . import backends, compare, outcomes, run, trace
 from .archs import archs_for
-from .archs.base import ArchSpec, build_model, cache_off, to_dtype
+from .archs.base import ArchSpec, build_model, cache_off, declared_float32, to_dtype
 from .archs.zoo import all_outputs_loss, nested_outputs
 from .cells import SelectionError, find
 from .report import versions
@@ -101,8 +101,8 @@ def script(cell_id: str, options: run.Options | None = None, with_outcome: bool 
     from_harness = "\n\n".join(_strip_imports(inspect.getsource(m)) for m in (outcomes, trace, compare))
     loop = f"RUNAWAY_FACTOR = {run.RUNAWAY_FACTOR}\n\n\n" + "\n\n".join(_strip_imports(inspect.getsource(obj)) for obj in (
         run.CellTimeout, run.time_limit, run._raise_timeout, run.RunawayRecompute, run.Probe, run._snapshot,
-        run._one_line, run.default_float, run.train_recipe, run.cache_asked, run.cache_cause, run.cast_inputs, all_outputs_loss, to_dtype,
-        cache_off))
+        run._one_line, run.default_float, run.train_recipe, run.cache_asked, run.cache_cause, run.cast_inputs,
+        all_outputs_loss, to_dtype, declared_float32, cache_off))
     return TEMPLATE.format(
         cell_id=cell.id, versions=versions(), header=textwrap.fill(header, 96, subsequent_indent="    "),
         arch=cell.arch, task=cell.task, method=cell.method, backend=cell.backend,
@@ -146,6 +146,7 @@ Imports torch, transformers and the library under test only; no hub access is ne
 """
 import base64
 import contextlib
+import math
 import os
 import random
 import re

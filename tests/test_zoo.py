@@ -223,3 +223,49 @@ def test_a_shape_constrained_method_keeps_peft_s_default_when_that_default_is_on
     assert resolve(f"{MARK}linear/8:re:{regex}", model) == ["model.language_model.layer.q_proj",
                                                               "model.language_model.layer.v_proj"]
     assert resolve(f"{MARK}linear/8:q_proj,up", model) == ["model.language_model.layer.q_proj", "model.vision.q_proj"]
+
+
+def test_a_model_built_in_another_dtype_keeps_what_its_construction_makes_float32():
+    """As `from_pretrained(dtype=...)` leaves them: a router weight or buffer the model declares float32 (Inkling 2's
+    router, whose forward feeds it `hidden_states.float()`) stays float32; cast, the float64 rerun of its mismatches
+    (and a bfloat16 run) crashed with 'expected m1 and m2 to have the same dtype'."""
+    from transformers import PretrainedConfig, PreTrainedModel
+
+    from harness.archs.base import to_dtype
+
+    class Cfg(PretrainedConfig):
+        model_type = "harness_router_test"
+
+    class Router(PreTrainedModel):
+        config_class = Cfg
+
+        def __init__(self, config):
+            super().__init__(config)
+            self.proj = torch.nn.Linear(4, 4)
+            self.gate = torch.nn.Parameter(torch.zeros(2, 4, dtype=torch.float32))
+            self.register_buffer("bias", torch.zeros(2, dtype=torch.float32))
+            self.register_buffer("scale", torch.ones(2))
+            self.post_init()
+
+        def forward(self, x):
+            return torch.nn.functional.linear(self.proj(x).float(), self.gate) + self.bias
+
+    for dtype in (torch.float64, torch.bfloat16):
+        model = to_dtype(Router(Cfg()), "cpu", dtype)
+        assert model.proj.weight.dtype == model.scale.dtype == dtype
+        assert model.gate.dtype == model.bias.dtype == torch.float32
+        model(torch.ones(1, 4, dtype=dtype))
+
+
+def test_mixture_of_experts_layers_run_their_experts_eagerly_in_float64():
+    """transformers 5 runs experts through torch's grouped_mm, which has no float64 kernel: the float64 rerun of
+    every MoE mismatch failed ('Expected mat_a to be Float32, BFloat16 or Float16 matrix, got Double')."""
+    spec = archs_for("full")["olmoe"]
+    torch.manual_seed(0)
+    plain = build_model(spec, "causal_lm")
+    if getattr(plain.config, "_experts_implementation", None) is None:
+        pytest.skip("this transformers has no experts implementations (added in 5)")
+    assert plain.config._experts_implementation == "grouped_mm"
+    model = build_model(spec, "causal_lm", torch.float64)
+    assert model.config._experts_implementation == "eager"
+    model(**spec.make_batch("causal_lm", model, "masked", 0, 0))

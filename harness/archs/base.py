@@ -187,9 +187,12 @@ def cache_off(model) -> int:
 
 
 def to_dtype(model, device, dtype):
-    """`model.to(device, dtype)`, then back to float32 the modules the model declares must stay float32
-    (`_keep_in_fp32_modules_strict`, matched as transformers matches them): its own dtype-aware construction
-    keeps them so, and a forward may rely on it (ERNIE-4.5-MoE's router: `self.gate(hidden_states.float())`)."""
+    """`model.to(device, dtype)`, keeping in float32 what the model keeps so when a user loads it in another dtype
+    (`from_pretrained(dtype=...)` builds it under that default dtype): the modules it declares must stay float32
+    (`_keep_in_fp32_modules_strict`, matched as transformers matches them), and the parameters and buffers its
+    construction makes float32 explicitly (`nn.Parameter(torch.empty(..., dtype=torch.float32))`: DeepSeek-V3's
+    and Inkling 2's routers). A forward may rely on either (ERNIE-4.5-MoE's `self.gate(hidden_states.float())`);
+    cast, they broke the float64 rerun of such models' mismatches and a bfloat16 run."""
     import re
 
     model = model.to(device=device, dtype=dtype)
@@ -202,7 +205,37 @@ def to_dtype(model, device, dtype):
             for name, sub in owner.named_modules():
                 if name and keep.search(name):
                     sub.float()
+    if dtype == torch.float64 and getattr(getattr(model, "config", None), "_experts_implementation", None) == "grouped_mm":
+        # torch's grouped_mm has no float64 kernel ("Expected mat_a to be Float32, BFloat16 or Float16"): the
+        # mixture-of-experts layers of transformers 5 run their experts one by one instead, the same arithmetic
+        model.set_experts_implementation("eager")
+    for name in declared_float32(model, dtype):
+        owner, _, leaf = name.rpartition(".")
+        sub = model.get_submodule(owner)
+        if leaf in sub._parameters:
+            sub._parameters[leaf].data = sub._parameters[leaf].data.float()
+        else:
+            sub._buffers[leaf] = sub._buffers[leaf].float()
     return model
+
+
+def declared_float32(model, dtype: torch.dtype) -> list[str]:
+    """The names of the parameters and buffers of `model` (a transformers model) that its construction makes float32
+    under default dtype `dtype`: the model built again on the meta device (no memory, no init cost: ~20 ms). None
+    when it cannot be rebuilt so: then only the declared modules stay float32."""
+    config = getattr(model, "config", None)
+    if config is None:
+        return []
+    old = torch.get_default_dtype()
+    try:
+        torch.set_default_dtype(dtype)
+        with torch.device("meta"):
+            twin = type(model)(config)
+    except Exception:  # noqa: BLE001 - a model that cannot be rebuilt so keeps the plain cast
+        return []
+    finally:
+        torch.set_default_dtype(old)
+    return [n for n, t in (*twin.named_parameters(), *twin.named_buffers()) if t.dtype == torch.float32]
 
 
 # ---------------------------------------------------------------------------------------------
