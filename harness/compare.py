@@ -1,14 +1,16 @@
 """The one comparator: a pure function (baseline, baseline replay, candidate) -> Verdict.
 
 No model is touched here; traces are plain tensors. Order of checks (the first that fires wins):
-error (the baseline raised, or is vacuous: no trainable tensor ever gets a non-zero gradient, so it can
-say nothing about checkpointing) -> unsupported -> nondeterministic -> gc_error -> missing_grad -> mismatch
--> not_checkpointed -> equivalent (which lists trainable tensors the baseline never exercised: those are not
-vouched for). The baseline alone decides the first two, so a baseline calibration (harness/calibration.py)
-predicts them without running the checkpointed side.
+error (the baseline raised, is NaN / inf from step 0, or is vacuous: no trainable tensor ever gets a non-zero
+gradient, so it can say nothing about checkpointing) -> unsupported -> nondeterministic -> gc_error ->
+missing_grad -> mismatch -> not_checkpointed -> equivalent (which lists trainable tensors the baseline never
+exercised, and the steps from which it is not finite: those are not vouched for). The baseline alone decides
+the first two, so a baseline calibration (harness/calibration.py) predicts them without running the
+checkpointed side.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -100,14 +102,31 @@ def _nonzero_set(t: Trace) -> set[str]:
     return {n for step in t.grads for n, g in step.items() if g is not None and bool((g != 0).any())}
 
 
+def not_finite(t: Trace) -> tuple[int, str] | None:
+    """(step, what) where `t` first has a NaN or infinite loss or gradient, or None. From there on NaN equals NaN
+    in the walk below, so those steps vouch for nothing (Granite-MoE-SWA's padded rows in float64 at step 0;
+    full fine-tuning of VITS diverging at step 2)."""
+    for step, loss in enumerate(t.losses):
+        if not math.isfinite(loss):
+            return step, f"loss {loss} at step {step}"
+        for name, g in (t.grads[step].items() if step < len(t.grads) else ()):
+            if g is not None and not bool(torch.isfinite(g).all()):
+                return step, f"step {step} grad {name} is not finite"
+    return None
+
+
 def baseline_defect(base: Trace) -> tuple[Outcome, str] | None:
     """What makes a plain run unusable as a baseline, as (outcome, detail): it raised (`unsupported` when
-    that is the library's documented refusal, else `error`), or it is vacuous (no trainable tensor ever
-    gets a non-zero gradient, so there is nothing to compare). None for a usable baseline."""
+    that is the library's documented refusal, else `error`), it is not finite from its first step on, or it is
+    vacuous (no trainable tensor ever gets a non-zero gradient, so there is nothing to compare). None for a usable
+    baseline."""
     if not base.ok:
         return (Outcome.UNSUPPORTED if base.unsupported else Outcome.ERROR), f"baseline {base.error}"
     if not base.trainable:   # e.g. OSF skipping GPT-2's Conv1D layers: every step had nothing to train
         return Outcome.ERROR, "vacuous baseline: nothing is trainable"
+    bad = not_finite(base)
+    if bad and bad[0] == 0:   # NaN equals NaN in the walk below: such a run would vouch for anything
+        return Outcome.ERROR, f"non-finite baseline: {bad[1]}"
     exercised = _nonzero_set(base)
     dead = [n for n in base.trainable if n not in exercised]
     if len(dead) == len(base.trainable):
@@ -196,6 +215,9 @@ def compare(base: Trace | None, replay: Trace | None, cand: Trace, dtype: str = 
     dead = [n for n in base.trainable if n not in exercised]
     unexercised = (f"; {len(dead)} of {len(base.trainable)} trainable tensors never get a non-zero gradient, "
                    f"not vouched for (first {dead[0]})") if dead else ""
+    bad = not_finite(base)
+    if bad:
+        unexercised += f"; the baseline is not finite from step {bad[0]} ({bad[1]}): not vouched for from there"
     return v(Outcome.EQUIVALENT,
              f"{len(base.losses)} steps, {len(base.trainable)} trainable tensors, {len(base.state)} state entries; "
              f"max abs {worst.abs:.3g} ({worst.where or 'none'}) within atol {atol:.3g} + rtol {rtol:g} x scale; "

@@ -438,13 +438,17 @@ class Runner:
         guessing: rerun the cell in float64, where rounding is ~1e-9 smaller. If float64 agrees, it was
         rounding; else the mismatch stands. Returns the verdict and, when float64 confirms the mismatch, the
         float64 checkpointed trace (the cache triage compares in float64 then)."""
-        from .compare import Verdict, compare
+        from .compare import Verdict, compare, not_finite
 
         if not (verdict.outcome is Outcome.MISMATCH and self.options.dtype == "float32"):
             return verdict, None
         b64, r64 = self._base_pair(cell, "float64")
         c64 = self._train(cell, cell.gc_mode, "float64")
         v64 = compare(b64, r64, c64, "float64")
+        bad = not_finite(b64)
+        if v64.outcome is Outcome.EQUIVALENT and bad:   # agreeing NaN settles nothing
+            verdict.detail += f"; float64 rerun: unsettled, its baseline is not finite from step {bad[0]} ({bad[1]})"
+            return verdict, None
         if v64.outcome is Outcome.EQUIVALENT:
             return Verdict(Outcome.EQUIVALENT,
                            f"float32 rounding only: {verdict.detail}; the float64 rerun agrees "

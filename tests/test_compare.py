@@ -116,6 +116,27 @@ def test_nan_in_candidate_only_is_mismatch():
     assert v.outcome is Outcome.MISMATCH
 
 
+def test_a_baseline_not_finite_from_step_0_vouches_for_nothing_and_from_a_later_step_is_flagged():
+    """NaN at the same places in both runs is no difference: a baseline NaN from the start (Granite-MoE-SWA's padded
+    rows in float64) would call anything equivalent, so it is a baseline defect, like a vacuous one; one that
+    diverges later (VITS fully fine-tuned, step 2) is compared up to there and says from where it vouches for
+    nothing."""
+    nan = float("nan")
+    b, c = base(), make()
+    b.losses[0] = c.losses[0] = nan
+    v = compare(b, b, c)
+    assert v.outcome is Outcome.ERROR and v.detail == "non-finite baseline: loss nan at step 0", v.detail
+    inf = torch.tensor([1.0, float("inf"), 3.0], dtype=torch.float64)
+    b, c = base(), make(grads={"w": inf})
+    b.grads[1]["w"] = inf
+    v = compare(b, b, c)
+    assert v.outcome is Outcome.EQUIVALENT, v.detail
+    assert v.detail.endswith("; the baseline is not finite from step 1 (step 1 grad w is not finite): not vouched "
+                             "for from there"), v.detail
+    v = compare(b, b, make(grads={"w": torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)}))
+    assert v.outcome is Outcome.MISMATCH and "step 1 grad w" in v.detail, v.detail   # finite where it is not
+
+
 def test_tolerance_is_relative_to_the_tensor_scale():
     b, c = base(), make()
     b.grads[0]["w"] = torch.tensor([10.0, 1e-3, 0.0], dtype=torch.float64)

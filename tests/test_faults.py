@@ -330,3 +330,28 @@ def test_cache_triage_names_the_cache_switch_of_a_failure(monkeypatch):
     monkeypatch.setattr(modeling_llama.LlamaDecoderLayer, "forward", needs_cache)
     r = run(arch=ArchSpec("llama", tasks=("causal_lm",)))
     assert r["outcome"] == "gc_error" and r["cache_switch"] is True, r["detail"]
+
+
+def test_a_float64_rerun_whose_baseline_is_not_finite_settles_nothing():
+    """Granite-MoE-SWA's padded rows go NaN in float64 only: NaN agreeing with NaN called five models' real PVeRA
+    generator mismatches 'float32 rounding only'. A float64 rerun settles a mismatch only from a finite baseline."""
+    from harness.compare import compare
+    from harness.trace import Trace
+
+    def trace(*losses, checkpointed=False):
+        grads = [{"w": torch.tensor([loss, 1.0], dtype=torch.float64)} for loss in losses]
+        return Trace(losses=list(losses), grads=grads, state=dict(grads[-1]), trainable=["w"],
+                     recomputed_segments=2 if checkpointed else 0, saved_bytes=50 if checkpointed else 100)
+
+    cell = Cell("full", "bert", "full", "non_reentrant", "masked", "gc_first", "seq_cls")
+    nan = float("nan")
+    for float64_losses, says in [((nan, nan), "float64 rerun: error: non-finite baseline: loss nan at step 0"),
+                                 ((1.0, nan), "float64 rerun: unsettled, its baseline is not finite from step 1 "
+                                              "(loss nan at step 1)")]:
+        runner = Runner(Options())
+        runner._train = lambda cell, gc_mode=None, dtype=None, cache=True: trace(
+            *float64_losses, checkpointed=gc_mode is not None)   # both float64 runs agree, NaN and all
+        float32 = compare(trace(1.0, 1.0), trace(1.0, 1.0), trace(1.0, 1.1, checkpointed=True))
+        assert float32.outcome.value == "mismatch"
+        verdict, _ = runner._confirm_in_float64(cell, float32)
+        assert verdict.outcome.value == "mismatch" and says in verdict.detail, verdict.detail
