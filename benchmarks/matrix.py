@@ -4,6 +4,7 @@
     python benchmarks/matrix.py --backend peft --parts 64 --out runs/peft --only 1-8   # some parts now, the rest later
     python benchmarks/matrix.py --backend peft --parts 64 --out runs/peft --rerun arch=marian,pegasus
     python benchmarks/matrix.py --backend peft --parts 64 --out runs/peft --rerun outcome=mismatch --rerun method=lora
+    python benchmarks/matrix.py --backend peft --parts 64 --out runs/peft --rerun 'detail~float64 rerun'
     python benchmarks/matrix.py --backend peft --parts 64 --out runs/peft --refresh   # add newly covered types
 
 What a CI matrix of `python -m harness run --shard K/N` jobs does, for a machine without one: each part is
@@ -13,7 +14,8 @@ parts whose JSON is already complete are not run again, and a part cut short res
 prints each part's wall time and `python -m harness check -q` over every part found (the histogram).
 
 --rerun KEY=V1,V2 first drops the matching cells from the parts' JSONs (repeated: a cell must match each; KEY is a
-field of a cell record, e.g. arch, method, gc_mode, outcome, matches), so that they run again: after a change to
+field of a cell record, e.g. arch, method, gc_mode, outcome, matches; KEY~TEXT: the field contains TEXT, e.g.
+detail~float64 for the cells whose mismatch was rerun in float64), so that they run again: after a change to
 the zoo or the harness that alters their results. The parts are otherwise kept. --refresh resumes every part,
 complete or not: the cells of its shard not in it yet run (model types the zoo has come to cover since), the rest
 is kept. Neither while another matrix process writes the same folder.
@@ -43,29 +45,39 @@ def parts(spec: str | None, n: int) -> list[int]:
 
 
 RERUN_KEYS = ("id", "backend", "arch", "method", "gc_mode", "inputs", "order", "task", "modality", "outcome",
-              "expected", "matches")
+              "expected", "matches", "detail")
 
 
-def rerun_filter(specs: list[str]) -> dict[str, set[str]]:
-    """['arch=marian,pegasus', 'outcome=mismatch'] -> {'arch': {'marian', 'pegasus'}, 'outcome': {'mismatch'}}."""
-    out: dict[str, set[str]] = {}
+def rerun_filter(specs: list[str]) -> list[tuple[str, str, set[str]]]:
+    """['arch=marian,pegasus', 'detail~float64'] -> [('arch', '=', {'marian', 'pegasus'}), ('detail', '~',
+    {'float64'})]: KEY=V1,V2 the field is one of the values, KEY~T1,T2 it contains one of the texts (any case)."""
+    out = []
     for spec in specs:
-        key, eq, values = spec.partition("=")
-        if key not in RERUN_KEYS or not eq or not values.strip(","):
-            raise SystemExit(f"error: --rerun {spec!r}: expected KEY=V1,V2 with KEY one of {', '.join(RERUN_KEYS)}")
-        out.setdefault(key, set()).update(v.lower() for v in values.split(",") if v)
+        cut = min((i for i in (spec.find("="), spec.find("~")) if i >= 0), default=-1)
+        key, op, values = spec[:cut], spec[cut:cut + 1], spec[cut + 1:]
+        if cut < 0 or key not in RERUN_KEYS or not values.strip(","):
+            raise SystemExit(f"error: --rerun {spec!r}: expected KEY=V1,V2 or KEY~TEXT with KEY one of "
+                             f"{', '.join(RERUN_KEYS)}")
+        out.append((key, op, {v.lower() for v in values.split(",") if v}))
     return out
 
 
-def drop_cells(path: str, wanted: dict[str, set[str]]) -> int:
-    """Drop the cells of the run JSON at `path` matching every key of `wanted` and mark it incomplete (so that
+def _matches(cell: dict, wanted: list[tuple[str, str, set[str]]]) -> bool:
+    def one(key, op, values):
+        field = str(cell.get(key)).lower()
+        return field in values if op == "=" else any(v in field for v in values)
+    return all(one(*w) for w in wanted)
+
+
+def drop_cells(path: str, wanted: list[tuple[str, str, set[str]]]) -> int:
+    """Drop the cells of the run JSON at `path` matching every filter of `wanted` and mark it incomplete (so that
     `harness run --resume` runs them again); the number dropped. A file not there or not readable: 0."""
     try:
         with open(path) as fh:
             data = json.load(fh)
     except (OSError, ValueError):
         return 0
-    keep = [c for c in data["cells"] if not all(str(c.get(k)).lower() in vs for k, vs in wanted.items())]
+    keep = [c for c in data["cells"] if not _matches(c, wanted)]
     dropped = len(data["cells"]) - len(keep)
     if dropped:
         data["cells"], data["complete"] = keep, False
@@ -91,8 +103,8 @@ def main() -> int:
     ap.add_argument("--out", required=True, help="folder for r_K_of_N.json and r_K_of_N.log")
     ap.add_argument("--only", help="parts to run now, e.g. 1-8,12 (default: all)")
     ap.add_argument("--rerun", action="append", default=[], metavar="KEY=V1,V2",
-                    help="first drop the cells matching this (repeatable: all must match) from the parts, to run "
-                         "them again")
+                    help="first drop the cells matching this (repeatable: all must match; KEY~TEXT: the field "
+                         "contains TEXT) from the parts, to run them again")
     ap.add_argument("--refresh", action="store_true",
                     help="resume every part, complete or not, so that cells new to its shard run")
     ap.add_argument("run_args", nargs="*", help="more `harness run` options, after --")

@@ -258,9 +258,11 @@ def test_matrix_rerun_and_refresh_run_just_the_cells_that_changed_or_are_new(tmp
     root = Path(__file__).resolve().parent.parent
     bad = subprocess.run([*matrix, "--rerun", "colour=red"], capture_output=True, text=True, env=ENV, cwd=root)
     assert bad.returncode != 0 and bad.stderr.strip().splitlines() == [
-        "error: --rerun 'colour=red': expected KEY=V1,V2 with KEY one of id, backend, arch, method, gc_mode, inputs, "
-        "order, task, modality, outcome, expected, matches"]
-    done = subprocess.run([*matrix, "--rerun", "gc_mode=reentrant", "--rerun", "outcome=mismatch", "--",
+        "error: --rerun 'colour=red': expected KEY=V1,V2 or KEY~TEXT with KEY one of id, backend, arch, method, "
+        "gc_mode, inputs, order, task, modality, outcome, expected, matches, detail"]
+    # KEY=V: the field is V; KEY~T: it contains T (the stale details are "old")
+    done = subprocess.run([*matrix, "--rerun", "gc_mode=reentrant", "--rerun", "outcome=mismatch", "--rerun",
+                           "detail~xyz,OL", "--",
                            "--arch", "bert", "--task", "seq_cls"],
                           capture_output=True, text=True, env=ENV, cwd=root, timeout=600)
     n_reentrant = sum(c.gc_mode == "reentrant" for c in cells)
