@@ -750,23 +750,6 @@ EXPECTATIONS: list[Expect] = [
            "the same for BLIP-2, whose vision tower only these methods adapt (peft's BLIP-2 defaults for the others "
            "name the language model's and Q-Former's projections; seen on 4.57.6, every method, masked causal LM)",
            f"{TF_SRC}/modeling_utils.py#L2856", {"peft": ">=0.14", "transformers": "<5"}),
-    Expect({**P, "arch": "instructblip", "method": "glora"}, Outcome.MISSING_GRAD,
-           "a zero gradient for GLoRA's input-dependent term X on the language projection, from step 0, in both gc "
-           "modes and orders; the cache triage finds a plain run with use_cache=False doing the same, so it is the "
-           "cache switch checkpointing forces, not the recompute (seen on 5.24.0; not probed further)",
-           f"{PEFT_SRC}/tuners/glora/layer.py", {"peft": ">=0.14", "transformers": ">=5"}),
-    Expect({**P, "arch": "instructblip", "method": "lily", "gc_mode": "non_reentrant",
-            "inputs": ("masked", "unmasked")}, Outcome.MISSING_GRAD,
-           "a zero gradient for the router of Lily's last vision-layer adapter at step 2; the cache triage finds a "
-           "plain run with use_cache=False doing the same: the cache switch checkpointing forces, not the recompute "
-           "(seen on 4.57.6 with the masked and unmasked batches, both orders; the padded one is equivalent, and so "
-           "is 5.24.0, but see the next entry: a value-dependent zero, as of a routing choice; not probed further)",
-           f"{PEFT_SRC}/tuners/lily/layer.py", {"peft": ">=0.14", "transformers": "<5"}),
-    Expect({**P, "arch": "instructblip", "method": "lily", "gc_mode": "reentrant", "order": "gc_first",
-            "inputs": "masked"}, Outcome.MISSING_GRAD,
-           "the same zero router gradient at step 2, on 5.24.0 under reentrant checkpointing in gc_first (where 5's "
-           "hook keeps the other vision adapters' gradients); not probed further",
-           f"{PEFT_SRC}/tuners/lily/layer.py", {"peft": ">=0.14", "transformers": ">=5"}),
     Expect({**P, "modality": "multimodal", "method": PEFT_WEIGHT_METHODS + ("ln_tuning",), "gc_mode": "reentrant",
             "order": "gc_first"}, (Outcome.MISSING_GRAD, Outcome.MISMATCH),
            "enable_input_require_grads hooks only the text embeddings of a vision-language model: the adapters "

@@ -64,6 +64,13 @@ def test_missing_grad_none_and_zero():
     # the other way round nothing is missing: a gradient where the baseline's is zero is a value difference
     v = compare(make(grads=zero_w), make(grads=zero_w), make())
     assert v.outcome is Outcome.MISMATCH and v.detail.startswith("first at step 1 grad w"), v.detail
+    # a zero gradient where the baseline's is rounding around zero, within the tolerance, is no loss either
+    tiny_w = {"w": torch.tensor([1e-8, -2e-8, 0.0], dtype=torch.float64)}
+    tiny = make(grads=tiny_w, saved=4000, segments=0)
+    assert compare(tiny, tiny, make(grads=zero_w)).outcome is Outcome.EQUIVALENT
+    small = make(grads={"w": torch.tensor([1e-8, -2e-6, 0.0], dtype=torch.float64)}, saved=4000, segments=0)
+    v = compare(small, small, make(grads=zero_w))
+    assert v.outcome is Outcome.MISSING_GRAD and "baseline a gradient (max abs 2e-06)" in v.detail, v.detail
 
 
 def test_gc_error_and_error_and_unsupported():
