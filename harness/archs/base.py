@@ -205,7 +205,8 @@ def to_dtype(model, device, dtype):
             for name, sub in owner.named_modules():
                 if name and keep.search(name):
                     sub.float()
-    if dtype == torch.float64 and getattr(getattr(model, "config", None), "_experts_implementation", None) == "grouped_mm":
+    experts = getattr(getattr(model, "config", None), "_experts_implementation", None)
+    if dtype == torch.float64 and experts == "grouped_mm":
         # torch's grouped_mm has no float64 kernel ("Expected mat_a to be Float32, BFloat16 or Float16"): the
         # mixture-of-experts layers of transformers 5 run their experts one by one instead, the same arithmetic
         model.set_experts_implementation("eager")
@@ -221,7 +222,7 @@ def to_dtype(model, device, dtype):
 
 def declared_float32(model, dtype: torch.dtype) -> list[str]:
     """The names of the parameters and buffers of `model` (a transformers model) that its construction makes float32
-    under default dtype `dtype`: the model built again on the meta device (no memory, no init cost: ~20 ms). None
+    under default dtype `dtype`: the model built again on the meta device (no memory, no init cost: ~20 ms). Empty
     when it cannot be rebuilt so: then only the declared modules stay float32."""
     config = getattr(model, "config", None)
     if config is None:
