@@ -860,14 +860,15 @@ EXPECTATIONS: list[Expect] = [
            Outcome.MISMATCH, DELORA_REENTRANT_WHY + " (transformers 5: in both orders, as its "
            "gradient_checkpointing_enable calls enable_input_require_grads itself; seen on 5.24.0)",
            f"{PEFT_SRC}/tuners/delora/layer.py#L254", {"peft": ">=0.18", "transformers": ">=5"}),
+    Expect({**P, "arch": "blenderbot", "method": "waveft", "task": "feature", "inputs": ("masked", "unmasked")},
+           Outcome.MISMATCH,
+           "a small value difference from step 2 (WaveFT's spectrum gradients: max abs 2.2e-6, rel 4.7e-5) that the "
+           "float64 rerun confirms (rel 1.7e-8, far above float64 rounding) and the cache triage attributes to the "
+           "cache switch: a plain run with use_cache=False trains as the checkpointed one, so Blenderbot's feature "
+           "model computes otherwise without its cache; mechanism not analysed (seen on 4.57.6, both gc modes where "
+           "the gradients survive; the padded batch and the causal LM are equivalent)",
+           f"{TF_SRC}/models/blenderbot/modeling_blenderbot.py", {"peft": ">=0.18", "transformers": ">=4.57,<5"}),
     # PVeRA with its own generator: after the rules above (a model's own outcome, a loss of gradients)
-    Expect({**P, "arch": "got_ocr2", "method": "pvera_seeded", "gc_mode": "non_reentrant", "task": "feature"},
-           Outcome.MISSING_GRAD,
-           "the PVeRA generator recompute below, on a vision tower whose adapters barely reach the loss (6 of 44 "
-           "trainable tensors never get a gradient even unseeded): with the recompute's other noise the first "
-           "layer's attn.proj lambda_d gets an all-zero gradient at step 2 where the plain run's is not (seen on "
-           "5.24.0, both orders; why exactly zero: not analysed)",
-           f"{PEFT_SRC}/tuners/pvera/layer.py#L169", {"peft": ">=0.20", "transformers": ">=5"}),
     Expect({**P, "method": "pvera_seeded", "gc_mode": "non_reentrant"},
            (Outcome.MISMATCH, Outcome.GC_ERROR, Outcome.EQUIVALENT),
            "PVeRA samples its noise from a private torch.Generator when generator_seed is set; checkpointing restores "
