@@ -6,6 +6,7 @@
     python benchmarks/matrix.py --backend peft --parts 64 --out runs/peft --rerun outcome=mismatch --rerun method=lora
     python benchmarks/matrix.py --backend peft --parts 64 --out runs/peft --rerun 'detail~float64 rerun'
     python benchmarks/matrix.py --backend peft --parts 64 --out runs/peft --refresh   # add newly covered types
+    python benchmarks/matrix.py --backend peft --parts 64 --out runs/peft --ledger benchmarks/product/peft.json
 
 What a CI matrix of `python -m harness run --shard K/N` jobs does, for a machine without one: each part is
 its own process (a run that exhausts the memory cap leaves later parts unharmed) writing OUT/r_K_of_N.json;
@@ -19,6 +20,11 @@ detail~float64 for the cells whose mismatch was rerun in float64), so that they 
 the zoo or the harness that alters their results. The parts are otherwise kept. --refresh resumes every part,
 complete or not: the cells of its shard not in it yet run (model types the zoo has come to cover since), the rest
 is kept. Neither while another matrix process writes the same folder.
+
+--ledger FILE keeps the product's figures where a lost run folder cannot take them: each complete part's histogram
+(re-judged against the current expectations), its cells not as expected and its cell time go into FILE (a small
+JSON, committed), keyed by part; the table of all parts it holds is printed. One ledger holds one set of versions
+and options; a part rerun replaces its entry. With every part complete, it only updates the ledger.
 """
 from __future__ import annotations
 
@@ -29,7 +35,12 @@ import os
 import subprocess
 import sys
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# the README tables' column order; an outcome not listed here (a new one) still gets its column
+SHOWN = ("equivalent", "missing_grad", "gc_error", "error", "unsupported", "not_checkpointed", "mismatch")
 
 
 def parts(spec: str | None, n: int) -> list[int]:
@@ -95,6 +106,73 @@ def complete(path: str) -> bool:
         return False
 
 
+def ledger_add(ledger: str, backend: str, n: int, runs: dict[int, str]) -> dict:
+    """Merge the summaries of the complete runs {part: path} into the ledger file (created if missing); returns it."""
+    from harness.cells import SelectionError
+    from harness.cli import _read_run, _rejudge
+
+    try:
+        with open(ledger) as fh:
+            book = json.load(fh)
+    except FileNotFoundError:
+        book = {"backend": backend, "parts": n, "versions": None, "options": None, "entries": {}}
+    for k, path in sorted(runs.items()):
+        try:
+            data = _read_run(path)
+        except SelectionError as exc:
+            raise SystemExit(f"error: --ledger {ledger}: {exc}") from None
+        if not data.get("complete"):
+            continue
+        versions = {p: v for p, v in data["versions"].items() if p != "python"}
+        for key, have in (("backend", backend), ("parts", n), ("versions", versions),
+                          ("options", data.get("options"))):
+            if book[key] is None:
+                book[key] = have
+            elif book[key] != have:
+                raise SystemExit(f"error: --ledger {ledger}: it holds {key} {book[key]}, part {k} has {have}")
+        for r in data["cells"]:
+            _rejudge(r)
+        book["entries"][str(k)] = {
+            "cells": len(data["cells"]), "outcomes": dict(Counter(r["outcome"] for r in data["cells"])),
+            "not_as_expected": sorted(r["id"] for r in data["cells"] if not r["matches"]),
+            "cell_seconds": round(sum(r.get("seconds", 0.0) for r in data["cells"]), 1),
+            "added": time.strftime("%Y-%m-%d")}
+    book["entries"] = dict(sorted(book["entries"].items(), key=lambda kv: int(kv[0])))
+    with open(ledger + ".tmp", "w") as fh:
+        json.dump(book, fh, indent=1)
+        fh.write("\n")
+    os.replace(ledger + ".tmp", ledger)
+    return book
+
+
+def spans(ks: list[int]) -> str:
+    """[1, 2, 3, 5] -> '1-3,5'"""
+    out: list[str] = []
+    for k in sorted(ks):
+        if out and int(out[-1].split("-")[-1]) == k - 1:
+            out[-1] = f"{out[-1].split('-')[0]}-{k}"
+        else:
+            out.append(str(k))
+    return ",".join(out)
+
+
+def ledger_table(book: dict) -> str:
+    """The ledger as one markdown row under its header: parts, cells, outcomes, not as expected, cell time."""
+    entries = book["entries"].values()
+    if not entries:
+        return "(no complete part yet)"
+    total = Counter()
+    for e in entries:
+        total.update(e["outcomes"])
+    shown = [*SHOWN, *sorted(set(total) - set(SHOWN))]
+    head = ["transformers", "parts", "cells", *shown, "not as expected", "cell time"]
+    row = [book["versions"]["transformers"], f"{spans([int(k) for k in book['entries']])} of {book['parts']}",
+           f"{sum(e['cells'] for e in entries):,}", *(f"{total[o]:,}" for o in shown),
+           str(sum(len(e["not_as_expected"]) for e in entries)),
+           f"{sum(e['cell_seconds'] for e in entries):,.0f} s"]
+    return "\n".join("| " + " | ".join(r) + " |" for r in (head, ["---"] * len(head), row))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backend", required=True)
@@ -107,6 +185,8 @@ def main() -> int:
                          "contains TEXT) from the parts, to run them again")
     ap.add_argument("--refresh", action="store_true",
                     help="resume every part, complete or not, so that cells new to its shard run")
+    ap.add_argument("--ledger", metavar="FILE", help="merge each complete part's summary into this JSON ledger "
+                                                     "and print its table")
     ap.add_argument("run_args", nargs="*", help="more `harness run` options, after --")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -140,7 +220,12 @@ def main() -> int:
     if not found:
         return 1
     print(f"# {len(found)} of {n} parts found", flush=True)
-    return subprocess.call([sys.executable, "-m", "harness", "check", "-q", *found])
+    rc = subprocess.call([sys.executable, "-m", "harness", "check", "-q", *found])
+    if args.ledger:
+        book = ledger_add(args.ledger, args.backend, n, {k: path(k, "json") for k in range(1, n + 1)
+                                                          if os.path.exists(path(k, "json"))})
+        print(f"# ledger {args.ledger}: {len(book['entries'])} of {n} parts\n{ledger_table(book)}", flush=True)
+    return rc
 
 
 if __name__ == "__main__":

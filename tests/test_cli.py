@@ -283,3 +283,48 @@ def test_matrix_rerun_and_refresh_run_just_the_cells_that_changed_or_are_new(tmp
     assert data["complete"] and sorted(r["id"] for r in data["cells"]) == sorted(c.id for c in cells), fresh.stdout
     assert [r for r in data["cells"] if r["id"] in rerun] == list(rerun.values())
     assert f"{len(cells)} cells: " in fresh.stdout and "0 not as expected" in fresh.stdout
+
+
+def test_matrix_ledger_keeps_each_complete_parts_figures(tmp_path):
+    """benchmarks/matrix.py --ledger: the product's figures outlive its run folder. Each complete part's histogram
+    (re-judged), its cells not as expected and its cell time go into a small JSON keyed by part; an incomplete
+    part is left out, a part rerun replaces its entry, a part of other options is refused."""
+    import importlib.util
+
+    from harness import report
+
+    spec = importlib.util.spec_from_file_location("matrix", Path(__file__).resolve().parent.parent /
+                                                  "benchmarks" / "matrix.py")
+    matrix = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(matrix)
+
+    def part(name, complete, outcomes, options=None):
+        cells = [{"id": f"full-{arch}-full-reentrant-masked-gc_first", "backend": "full", "arch": arch,
+                  "method": "full", "gc_mode": "reentrant", "inputs": "masked", "order": "gc_first",
+                  "task": "seq_cls", "modality": "text", "outcome": outcome, "expected": "equivalent",
+                  "matches": True, "detail": "d", "seconds": 1.5} for arch, outcome in outcomes]
+        path = tmp_path / name
+        path.write_text(json.dumps({"versions": report.versions(), "complete": complete,
+                                    "options": options or {"steps": 3, "dtype": "float32", "device": "cpu"},
+                                    "cells": cells}))
+        return str(path)
+
+    ledger = str(tmp_path / "ledger.json")
+    one = part("r1.json", True, [("bert", "equivalent"), ("albert", "unsupported"), ("roberta", "mismatch")])
+    two = part("r2.json", False, [("gpt2", "equivalent")])
+    book = matrix.ledger_add(ledger, "full", 4, {1: one, 2: two})
+    assert list(book["entries"]) == ["1"]
+    assert book["entries"]["1"]["outcomes"] == {"equivalent": 1, "unsupported": 1, "mismatch": 1}
+    assert book["entries"]["1"]["not_as_expected"] == ["full-roberta-full-reentrant-masked-gc_first"]
+    part("r2.json", True, [("gpt2", "equivalent")])
+    part("r1.json", True, [("bert", "equivalent"), ("albert", "unsupported"), ("roberta", "equivalent")])
+    book = matrix.ledger_add(ledger, "full", 4, {1: one, 2: two})
+    assert json.loads(Path(ledger).read_text()) == book
+    table = matrix.ledger_table(book).splitlines()
+    assert table[0].startswith("| transformers | parts | cells | equivalent | missing_grad |")
+    assert table[2] == (f"| {report.versions()['transformers']} | 1-2 of 4 | 4 | 3 | 0 | 0 | 0 | 1 | 0 | 0 | 0 "
+                        "| 6 s |")
+    other = part("r3.json", True, [("gpt2", "equivalent")], {"steps": 5, "dtype": "float32", "device": "cpu"})
+    with pytest.raises(SystemExit, match="it holds options .* part 3 has"):
+        matrix.ledger_add(ledger, "full", 4, {3: other})
+    assert matrix.spans([5, 1, 2, 3, 7, 8]) == "1-3,5,7-8"
