@@ -191,32 +191,6 @@ PEFT_WEIGHT_METHODS = (
 PEFT_INPUT_GRAD_METHODS = tuple(m for m in PEFT_WEIGHT_METHODS if m not in ("poly", "xlora", "adaption_prompt"))
 PEFT_LINEAR_ONLY = ("beft", "boft", "c3a", "delora", "hra", "miss", "oft", "poly", "shira", "supertuning",
                     "loha", "lokr", "glora", "psoft", "road", "lily", "peanut")
-# DeLoRA amplifies the rounding of reentrant checkpointing beyond float64 (below): encoder-decoders whose feature
-# loss reads the encoder output directly and through every decoder layer (4.57.6; Florence-2 has its own entry)
-DELORA_REENTRANT_ROUNDING = ("marian", "mvp", "pegasus", "pegasus_x", "prophetnet")
-# on 5.x in both orders, and M2M100 / NLLB-MoE too, whose encoders transformers 5 hooks (EMBEDDINGS_NOT_CALLED)
-DELORA_REENTRANT_ROUNDING_5 = ("m2m_100", "marian", "mvp", "nllb-moe", "pegasus", "pegasus_x", "prophetnet")
-# ... and the 1-ulp layout difference of non-reentrant checkpointing's cache switch; on 4.57.6 (delora x non_reentrant
-# x feature swept over every arch with the float64 rerun as it is now) in Marian and Pegasus without padding and in
-# NLLB-MoE with it: the other inputs, M2M100, BlenderbotSmall and PEGASUS-X settle in float64
-DELORA_LAYOUT_WHY = (
-    "rounding amplified beyond float64, not recompute: the plain run keeps a decoder cache whose torch.cat makes K/V "
-    "contiguous; checkpointing forces use_cache off, and CPU SDPA with dropout (math path) rounds by memory layout "
-    "(1 ulp). DeLoRA divides by the column norms of B, which starts at zero (clamped to 1e-4: a scale of ~6e4), so "
-    "the difference grows ~1e4 per step. Probed on M2M100: a plain run with use_cache=False is bit-identical to the "
-    "checkpointed one, contiguous decoder K/V makes all agree; other methods stay below tolerance (the harness's "
-    "cache triage says the same for every such cell). Where the float64 rerun settles it depends on the arch and "
-    "the input kind: since float64 training runs with float64 as the default dtype (masks included), M2M100, "
-    "BlenderbotSmall and PEGASUS-X do on 4.57.6")
-DELORA_REENTRANT_WHY = (
-    "rounding amplified beyond float64, not recompute: with reentrant checkpointing the gradients differ in the last "
-    "bits from step 0 (LoRA shows such differences at the same tensors and stays at 1e-12 in float32, 1e-18 in "
-    "float64; their source is not pinned down: each checkpointed layer is backpropagated in its own backward call, "
-    "which can sum a gradient used on several paths in another order). DeLoRA divides by the column norms of B, which starts "
-    "at zero (clamped to 1e-4), so the difference grows ~1e4 per step, in float64 as in float32 (ProphetNet float64: "
-    "1e-17 at step 0, 4e-7 by step 2). Probed with zero tolerance on ProphetNet (4.57.6) and TimeSeriesTransformer "
-    "(5.24.0); non-reentrant checkpointing is exact there")
-
 EXPECTATIONS: list[Expect] = [
     # Outcome precedence follows what a user hits first: a refusal of checkpointing itself
     # (gradient_checkpointing_enable raising) is `unsupported` without a baseline being needed,
@@ -673,14 +647,6 @@ EXPECTATIONS: list[Expect] = [
            "as above (RemBERT; RoCBert is not in transformers 5), in both orders: transformers 5's gradient_checkpointing_enable calls enable_input_require_grads "
            "itself for models whose main input is input_ids (seen on 5.24.0)",
            f"{TF5}/modeling_utils.py#L3198", {"peft": ">=0.14", "transformers": ">=5"}),
-    Expect({**P, "arch": "florence2", "method": "delora", "gc_mode": "reentrant", "task": "feature",
-            "inputs": "padded"}, Outcome.MISMATCH,
-           DELORA_REENTRANT_WHY + " (Florence-2: in both orders, as its front projection keeps the encoder's "
-           "gradients (below); with padded rows only)",
-           f"{PEFT_SRC}/tuners/delora/layer.py#L254", {"peft": ">=0.18", "transformers": ">=4.57,<5"}),
-    Expect({**P, "arch": "florence2", "method": "delora", "gc_mode": "reentrant", "task": "feature"},
-           Outcome.MISMATCH, DELORA_REENTRANT_WHY + " (Florence-2 on transformers 5: every input kind, both orders; "
-           "seen on 5.24.0)", f"{PEFT_SRC}/tuners/delora/layer.py#L254", {"peft": ">=0.18", "transformers": ">=5"}),
     Expect({**P, "arch": FRONT_PATCH_EMBED_5, "method": PEFT_INPUT_GRAD_METHODS, "gc_mode": "reentrant"},
            Outcome.EQUIVALENT,
            "the generic targets adapt the vision tower's patch embedding (a Linear in front of the first checkpointed "
@@ -699,11 +665,6 @@ EXPECTATIONS: list[Expect] = [
            "checkpointed layer; its grad-requiring output is the layers' input, so reentrant checkpointing works "
            "(probed: with that projection left out of the targets the gradients are lost)",
            f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.14"}),
-    Expect({**P, "arch": "time_series_transformer", "method": "delora", "gc_mode": "reentrant"}, Outcome.MISMATCH,
-           DELORA_REENTRANT_WHY + " (TimeSeriesTransformer: DeLoRA adapts the value embeddings' value_projection in "
-           "front of the checkpointed layers, so it keeps its gradients in both orders, as the methods below; float64: "
-           "4e-14 at step 0, 1.5e-5 by step 2; seen on 5.24.0 once the float64 rerun could feed the model's values)",
-           f"{PEFT_SRC}/tuners/delora/layer.py#L254", {"peft": ">=0.18", "transformers": ">=5"}),
     Expect({**P, "arch": "time_series_transformer",
             "method": ("lora", "dora", "rslora", "lora_mts", "unilora", "adalora", "beft", "deft", "fourierft", "frod",
                        "glora", "hira", "ia3", "lily", "ln_tuning", "loha", "lokr", "peanut", "psoft", "pvera",
@@ -842,32 +803,6 @@ EXPECTATIONS: list[Expect] = [
            "with use_cache=False is bit-identical to the checkpointed one, the post-conv mask makes them agree; the "
            "checkpoint replays PVeRA's draws exactly (seq_cls: the same leak, 2e-10)",
            f"{TF_SRC}/models/zamba2/modeling_zamba2.py#L770", {"peft": ">=0.18", "transformers": ">=4.57,<5"}),
-    Expect({**P, "arch": ("marian", "pegasus"), "method": "delora", "gc_mode": "non_reentrant", "task": "feature",
-            "inputs": ("masked", "unmasked")}, Outcome.MISMATCH, DELORA_LAYOUT_WHY,
-           f"{PEFT_SRC}/tuners/delora/layer.py#L254", {"peft": ">=0.18", "transformers": ">=4.57,<5"}),
-    Expect({**P, "arch": "nllb-moe", "method": "delora", "gc_mode": "non_reentrant", "task": "feature",
-            "inputs": "padded"}, Outcome.MISMATCH, DELORA_LAYOUT_WHY,
-           f"{PEFT_SRC}/tuners/delora/layer.py#L254", {"peft": ">=0.18", "transformers": ">=4.57,<5"}),
-    Expect({**P, "arch": "pegasus_x", "method": "delora", "gc_mode": "non_reentrant", "task": "feature"},
-           Outcome.MISMATCH,
-           DELORA_LAYOUT_WHY + ". On transformers 5 only PEGASUS-X shows it (every input kind, both orders; delora x "
-           "non_reentrant x feature over every arch: seen on 5.24.0)",
-           f"{PEFT_SRC}/tuners/delora/layer.py#L254", {"peft": ">=0.18", "transformers": ">=5"}),
-    Expect({**P, "arch": DELORA_REENTRANT_ROUNDING, "method": "delora", "gc_mode": "reentrant", "task": "feature",
-            "order": "gc_first"}, Outcome.MISMATCH, DELORA_REENTRANT_WHY,
-           f"{PEFT_SRC}/tuners/delora/layer.py#L254", {"peft": ">=0.18", "transformers": ">=4.57,<5"}),
-    Expect({**P, "arch": DELORA_REENTRANT_ROUNDING_5, "method": "delora", "gc_mode": "reentrant", "task": "feature"},
-           Outcome.MISMATCH, DELORA_REENTRANT_WHY + " (transformers 5: in both orders, as its "
-           "gradient_checkpointing_enable calls enable_input_require_grads itself; seen on 5.24.0)",
-           f"{PEFT_SRC}/tuners/delora/layer.py#L254", {"peft": ">=0.18", "transformers": ">=5"}),
-    Expect({**P, "arch": "blenderbot", "method": "waveft", "task": "feature", "inputs": ("masked", "unmasked")},
-           Outcome.MISMATCH,
-           "a small value difference from step 2 (WaveFT's spectrum gradients: max abs 2.2e-6, rel 4.7e-5) that the "
-           "float64 rerun confirms (rel 1.7e-8, far above float64 rounding) and the cache triage attributes to the "
-           "cache switch: a plain run with use_cache=False trains as the checkpointed one, so Blenderbot's feature "
-           "model computes otherwise without its cache; mechanism not analysed (seen on 4.57.6, both gc modes where "
-           "the gradients survive; the padded batch and the causal LM are equivalent)",
-           f"{TF_SRC}/models/blenderbot/modeling_blenderbot.py", {"peft": ">=0.18", "transformers": ">=4.57,<5"}),
     # PVeRA with its own generator: after the rules above (a model's own outcome, a loss of gradients)
     Expect({**P, "method": "pvera_seeded", "gc_mode": "non_reentrant"},
            (Outcome.MISMATCH, Outcome.GC_ERROR, Outcome.EQUIVALENT),

@@ -18,7 +18,7 @@ import torch
 
 from . import backends, compare, outcomes, run, trace
 from .archs import archs_for
-from .archs.base import ArchSpec, build_model, cache_off, declared_float32, to_dtype
+from .archs.base import ArchSpec, KeepFloat64, build_model, cache_off, declared_float32, to_dtype, upcast
 from .archs.zoo import all_outputs_loss, nested_outputs
 from .cells import SelectionError, find
 from .report import versions
@@ -102,7 +102,7 @@ def script(cell_id: str, options: run.Options | None = None, with_outcome: bool 
     loop = f"RUNAWAY_FACTOR = {run.RUNAWAY_FACTOR}\n\n\n" + "\n\n".join(_strip_imports(inspect.getsource(obj)) for obj in (
         run.CellTimeout, run.time_limit, run._raise_timeout, run.RunawayRecompute, run.Probe, run._snapshot,
         run._one_line, run.default_float, run.train_recipe, run.cache_asked, run.cache_cause, run.cast_inputs,
-        all_outputs_loss, to_dtype, declared_float32, cache_off))
+        all_outputs_loss, upcast, to_dtype, KeepFloat64, declared_float32, cache_off))
     return TEMPLATE.format(
         cell_id=cell.id, versions=versions(), header=textwrap.fill(header, 96, subsequent_indent="    "),
         arch=cell.arch, task=cell.task, method=cell.method, backend=cell.backend,
@@ -240,7 +240,7 @@ class Recipe:
         if loss is not None:
             return loss
         hidden = output[0] if isinstance(output, (tuple, list)) else output.last_hidden_state
-        return hidden.float().pow(2).mean()
+        return upcast(hidden).pow(2).mean()
 
     def is_unsupported(self, exc):
         return any(re.search(p, f"{{type(exc).__name__}}: {{exc}}") for p in UNSUPPORTED)

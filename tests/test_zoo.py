@@ -257,6 +257,27 @@ def test_a_model_built_in_another_dtype_keeps_what_its_construction_makes_float3
         model(torch.ones(1, 4, dtype=dtype))
 
 
+def test_a_float64_run_keeps_its_loss_in_float64():
+    """transformers' causal-LM loss "upcasts" with `logits.float()`, and the harness's feature loss did too: the
+    float64 rerun then rounded its outputs to float32 in the loss and carried float32 rounding into every
+    gradient, and one output rounding the other way "confirmed" Blenderbot + WaveFT's rounding as a mismatch. In
+    float64 both losses stay float64 (and the float32 run is left as it is)."""
+    from harness.archs.base import loss_of
+
+    spec = archs_for("full")["gpt2"]
+    for dtype in (torch.float32, torch.float64):
+        torch.manual_seed(0)
+        model = build_model(spec, "causal_lm", dtype).eval()   # no dropout: the two forwards agree
+        batch = spec.make_batch("causal_lm", model, "masked", 0, 0)
+        out = model(**batch)
+        assert out.logits.dtype == out.loss.dtype == dtype
+        logits = model(**{k: v for k, v in batch.items() if k != "labels"}).logits
+        shifted = batch["labels"][:, 1:].masked_fill(batch["attention_mask"][:, 1:] == 0, -100)
+        exact = torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), shifted.flatten(), ignore_index=-100)
+        assert out.loss.item() == pytest.approx(exact.item(), rel=1e-12 if dtype == torch.float64 else 1e-6)
+        assert loss_of("feature", (logits,)).dtype == dtype
+
+
 def test_mixture_of_experts_layers_run_their_experts_eagerly_in_float64():
     """transformers 5 runs experts through torch's grouped_mm, which has no float64 kernel: the float64 rerun of
     every MoE mismatch failed ('Expected mat_a to be Float32, BFloat16 or Float16 matrix, got Double')."""

@@ -217,7 +217,32 @@ def to_dtype(model, device, dtype):
             sub._parameters[leaf].data = sub._parameters[leaf].data.float()
         else:
             sub._buffers[leaf] = sub._buffers[leaf].float()
+    if dtype == torch.float64:
+        # transformers' losses "upcast" the logits with `logits.float()` (ForCausalLMLoss, ForMaskedLMLoss,
+        # ForTokenClassification), which rounds float64 logits to float32: a float64 rerun would carry float32
+        # rounding in every gradient, and one logit rounding the other way in one run "confirms" a mismatch that
+        # is rounding (Blenderbot + WaveFT). A float64 user would not want it either: kept float64 there
+        for sub in model.modules():
+            if isinstance(getattr(type(sub), "loss_function", None), property):   # a transformers model
+                sub.loss_function = KeepFloat64(sub.loss_function)
     return model
+
+
+class KeepFloat64(torch.overrides.TorchFunctionMode):
+    """Calls `loss` with `Tensor.float()` a no-op on float64 tensors (and only that)."""
+
+    def __init__(self, loss):
+        super().__init__()
+        self.loss = loss
+
+    def __call__(self, *args, **kwargs):
+        with self:
+            return self.loss(*args, **kwargs)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is torch.Tensor.float and args[0].dtype == torch.float64:
+            return args[0]
+        return func(*args, **(kwargs or {}))
 
 
 def declared_float32(model, dtype: torch.dtype) -> list[str]:
@@ -317,7 +342,14 @@ def loss_of(task: str, output) -> torch.Tensor:
     if loss is not None:
         return loss
     hidden = output[0] if isinstance(output, (tuple, list)) else output.last_hidden_state
-    return hidden.float().pow(2).mean()
+    return upcast(hidden).pow(2).mean()
+
+
+def upcast(t: torch.Tensor) -> torch.Tensor:
+    """float32 at least, for a loss: half precision would round away what the comparison looks for; float64 stays
+    (the float64 rerun: `.float()` there rounds its outputs to float32 in the loss and, through its gradient, every
+    gradient of the run)."""
+    return t.to(torch.promote_types(t.dtype, torch.float32))
 
 
 def replace(spec: ArchSpec, **kw) -> ArchSpec:

@@ -38,7 +38,7 @@ from typing import Any
 import torch
 
 from . import base
-from .base import BATCH, SEQ_LEN, SHRINK, ArchSpec
+from .base import BATCH, SEQ_LEN, SHRINK, ArchSpec, upcast
 
 # ---------------------------------------------------------------------------------------------
 # Tasks: preference order of the primary task. causal_lm only for decoder-only LMs (no masked-LM
@@ -992,7 +992,7 @@ def all_outputs_loss(output, nested: bool = False):
     values = list(output.values() if hasattr(output, "values") else output)
     if nested:   # the tensors of list outputs too (see nested_outputs)
         values = [x for v in values for x in (v if isinstance(v, (list, tuple)) else [v])]
-    parts = [(v.float().pow(2).mean(), v.requires_grad) for v in values
+    parts = [(upcast(v).pow(2).mean(), v.requires_grad) for v in values
              if isinstance(v, torch.Tensor) and v.is_floating_point()]
     parts = [p for p, grad in parts if grad or torch.isfinite(p)]
     return torch.stack(parts).sum() if parts else None
