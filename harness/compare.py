@@ -39,6 +39,7 @@ class Verdict:
     recomputed_segments: int = 0
     saved_bytes: dict = field(default_factory=dict)
     unexercised: int = 0   # trainable tensors that never got a non-zero gradient in the baseline
+    zeroed: bool = False   # missing_grad only by gradients that are exactly zero with checkpointing (not None)
 
 
 @dataclass
@@ -113,6 +114,42 @@ def not_finite(t: Trace) -> tuple[int, str] | None:
             if g is not None and not bool(torch.isfinite(g).all()):
                 return step, f"step {step} grad {name} is not finite"
     return None
+
+
+def asks_float64(verdict: Verdict, dtype: str) -> bool:
+    """Whether a float32 verdict is rerun in float64 (`settle_in_float64`). A value difference may be rounding that
+    recompute legally changes (a float sum accumulated in another order; the other matmul path of use_cache=False),
+    and training amplifies it to any size: a ReLU input within 4e-7 of zero flips (UDOP: 0.018 in one gradient
+    row), a large step makes the tiny model chaotic (mT5 + WaveFT: 0.16 by step 2), so its size does not tell. So
+    is a gradient that is exactly zero with checkpointing where the baseline's is not: rounding around a true zero
+    can leave it beyond the tolerance (Canary + GLoRA behind a BatchNorm: 1.9e-5 in the baseline, no gradient lost
+    in float64). A gradient cut from the graph (None) is no rounding."""
+    return dtype == "float32" and (verdict.outcome is Outcome.MISMATCH or
+                                   verdict.outcome is Outcome.MISSING_GRAD and verdict.zeroed)
+
+
+def settle_in_float64(verdict: Verdict, v64: Verdict, b64: Trace) -> tuple[Verdict, bool]:
+    """The float32 `verdict` once the cell has been rerun in float64, where rounding is ~1e-9 smaller (`v64`, from
+    the float64 baseline `b64`), and whether float64 confirms a value difference (the cache triage then compares
+    in float64). float64 agreeing: it was rounding; a float32 zero gradient that float64 does not lose: rounding
+    around a zero, and float64 judges the values; else the float32 verdict stands, with what float64 says."""
+    bad = not_finite(b64)
+    if v64.outcome is Outcome.EQUIVALENT and bad:   # agreeing NaN settles nothing
+        verdict.detail += f"; float64 rerun: unsettled, its baseline is not finite from step {bad[0]} ({bad[1]})"
+        return verdict, False
+    if v64.outcome is Outcome.EQUIVALENT:
+        return Verdict(Outcome.EQUIVALENT,
+                       f"float32 rounding only: {verdict.detail}; the float64 rerun agrees "
+                       f"(max abs {v64.max_abs_diff:.3g} within atol {v64.tolerance['atol']:.3g} + rtol "
+                       f"{v64.tolerance['rtol']:g} x scale)",
+                       verdict.max_abs_diff, verdict.max_rel_diff, verdict.tolerance, verdict.noise_floor,
+                       verdict.recomputed_segments, verdict.saved_bytes, verdict.unexercised), False
+    if verdict.outcome is Outcome.MISSING_GRAD and v64.outcome is Outcome.MISMATCH and not bad:
+        v64.detail = (f"float64 rerun: {v64.detail} (in float32 rounding around a zero gradient hid it: "
+                      f"{verdict.detail})")
+        return v64, True
+    verdict.detail += f"; float64 rerun: {v64.outcome.value}: {v64.detail}"
+    return verdict, v64.outcome is Outcome.MISMATCH and verdict.outcome is Outcome.MISMATCH
 
 
 def baseline_defect(base: Trace) -> tuple[Outcome, str] | None:
@@ -198,9 +235,10 @@ def compare(base: Trace | None, replay: Trace | None, cand: Trace, dtype: str = 
                 want = (f"a gradient (max abs {float(g.abs().max()):.3g})" if g_nz else
                         "a zero gradient" if g is not None else "none")
                 hint = f"; warning: {cand.warnings[0]}" if cand.warnings else ""
+                zeroed = all(gc.get(n) is not None for n in base.trainable if differs(gb.get(n), gc.get(n)))
                 return v(Outcome.MISSING_GRAD,
                          f"step {step}: {name} gets {got} with checkpointing, baseline {want} "
-                         f"({n_missing} parameters differ at this step){hint}", tolerance=tol)
+                         f"({n_missing} parameters differ at this step){hint}", tolerance=tol, zeroed=zeroed)
 
     first, worst = _walk(base, cand, atol, rtol)
     if first.fails:

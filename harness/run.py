@@ -431,33 +431,17 @@ class Runner:
         return base, (self._train(cell, None, dtype) if base.ok else None)
 
     def _confirm_in_float64(self, cell, verdict):
-        """A float32 mismatch may be rounding that recompute legally changes (a float sum accumulated in
-        another order; the other matmul path of use_cache=False). Training can amplify it to any size: a
-        ReLU input within 4e-7 of zero flips (UDOP: 0.018 in one gradient row), a large step makes the
-        tiny model chaotic (mT5 + WaveFT: 0.16 by step 2), so its size does not tell. Calibrate instead of
-        guessing: rerun the cell in float64, where rounding is ~1e-9 smaller. If float64 agrees, it was
-        rounding; else the mismatch stands. Returns the verdict and, when float64 confirms the mismatch, the
-        float64 checkpointed trace (the cache triage compares in float64 then)."""
-        from .compare import Verdict, compare, not_finite
+        """Rerun the cell in float64 when its float32 verdict may be rounding (compare.asks_float64); the verdict
+        and, when float64 confirms a value difference, the float64 checkpointed trace (the cache triage compares
+        in float64 then)."""
+        from .compare import asks_float64, compare, settle_in_float64
 
-        if not (verdict.outcome is Outcome.MISMATCH and self.options.dtype == "float32"):
+        if not asks_float64(verdict, self.options.dtype):
             return verdict, None
         b64, r64 = self._base_pair(cell, "float64")
         c64 = self._train(cell, cell.gc_mode, "float64")
-        v64 = compare(b64, r64, c64, "float64")
-        bad = not_finite(b64)
-        if v64.outcome is Outcome.EQUIVALENT and bad:   # agreeing NaN settles nothing
-            verdict.detail += f"; float64 rerun: unsettled, its baseline is not finite from step {bad[0]} ({bad[1]})"
-            return verdict, None
-        if v64.outcome is Outcome.EQUIVALENT:
-            return Verdict(Outcome.EQUIVALENT,
-                           f"float32 rounding only: {verdict.detail}; the float64 rerun agrees "
-                           f"(max abs {v64.max_abs_diff:.3g} within atol {v64.tolerance['atol']:.3g} + rtol "
-                           f"{v64.tolerance['rtol']:g} x scale)",
-                           verdict.max_abs_diff, verdict.max_rel_diff, verdict.tolerance, verdict.noise_floor,
-                           verdict.recomputed_segments, verdict.saved_bytes, verdict.unexercised), None
-        verdict.detail += f"; float64 rerun: {v64.outcome.value}: {v64.detail}"
-        return verdict, (c64 if v64.outcome is Outcome.MISMATCH else None)
+        verdict, confirmed = settle_in_float64(verdict, compare(b64, r64, c64, "float64"), b64)
+        return verdict, (c64 if confirmed else None)
 
     def _cache_triage(self, cell, verdict, cand, c64) -> bool | None:
         """Checkpointing changes one thing besides recomputing: in training it turns use_cache off, and a model

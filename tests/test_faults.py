@@ -3,6 +3,7 @@
 A broken checkpoint function is patched into transformers (where `gradient_checkpointing_enable`
 takes it from) and a tiny BERT is trained through the real runner, plain vs checkpointed.
 """
+import dataclasses
 import time
 
 import pytest
@@ -355,3 +356,38 @@ def test_a_float64_rerun_whose_baseline_is_not_finite_settles_nothing():
         assert float32.outcome.value == "mismatch"
         verdict, _ = runner._confirm_in_float64(cell, float32)
         assert verdict.outcome.value == "mismatch" and says in verdict.detail, verdict.detail
+
+
+def test_a_gradient_zeroed_by_rounding_is_settled_in_float64_and_a_cut_one_is_not():
+    """Canary + GLoRA behind a BatchNorm (5.24.0): the baseline's gradient is rounding around a true zero, 1.9e-5,
+    and exactly 0 with checkpointing; float64 loses no gradient. A float32 zero where the baseline's is beyond the
+    tolerance is rerun in float64 like a mismatch; a gradient cut from the graph (None) is no rounding."""
+    from harness.compare import compare
+    from harness.trace import Trace
+
+    def trace(w, v=(1.0, 2.0), checkpointed=False):
+        return Trace(losses=[1.0], grads=[{"w": w, "v": torch.tensor(v)}], state={"v": torch.ones(2)},
+                     trainable=["w", "v"], recomputed_segments=2 if checkpointed else 0,
+                     saved_bytes=50 if checkpointed else 100)
+
+    cell = Cell("full", "bert", "full", "non_reentrant", "masked", "gc_first", "seq_cls")
+    base = trace(torch.tensor([1.9e-5, 0.0]))
+    float32 = compare(base, base, trace(torch.zeros(2), checkpointed=True))
+    assert float32.outcome.value == "missing_grad" and float32.zeroed
+    zero = torch.zeros(2)
+    for (base64, cand64), outcome, says in [
+            ((trace(zero), trace(zero, checkpointed=True)), "equivalent",
+             "float32 rounding only: step 0: w gets a zero gradient with checkpointing"),
+            ((trace(zero), trace(zero, (1.0, 2.5), checkpointed=True)), "mismatch",
+             "float64 rerun: first at step 0 grad v"),
+            ((trace(torch.tensor([1.0, 0.0])), trace(zero, checkpointed=True)), "missing_grad",
+             "; float64 rerun: missing_grad: step 0: w gets a zero gradient")]:
+        runner = Runner(Options())
+        runner._train = lambda cell, gc_mode=None, dtype=None, cache=True: cand64 if gc_mode else base64
+        verdict, c64 = runner._confirm_in_float64(cell, dataclasses.replace(float32))
+        assert verdict.outcome.value == outcome and says in verdict.detail, verdict.detail
+        assert (c64 is cand64) == (outcome == "mismatch")
+    cut = compare(base, base, trace(None, checkpointed=True))
+    assert cut.outcome.value == "missing_grad" and not cut.zeroed
+    runner._train = None   # not called
+    assert runner._confirm_in_float64(cell, cut) == (cut, None)
