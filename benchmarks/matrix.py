@@ -23,7 +23,8 @@ is kept. Neither while another matrix process writes the same folder.
 
 --ledger FILE keeps the product's figures where a lost run folder cannot take them: each complete part's histogram
 (re-judged against the current expectations), its cells not as expected and its cell time go into FILE (a small
-JSON, committed), keyed by part; the table of all parts it holds is printed. One ledger holds one set of versions
+JSON, committed), keyed by part, as each part ends and for every complete part at the end, where the table of all
+parts it holds is printed. One ledger holds one set of versions
 and options; a part rerun replaces its entry. With every part complete, it only updates the ledger.
 """
 from __future__ import annotations
@@ -34,6 +35,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -211,7 +213,11 @@ def main() -> int:
                                   f"{k}/{n}", "--json", path(k, "json"), "-q", *resume, *args.run_args],
                                  stdout=log, stderr=subprocess.STDOUT)
         print(f"part {k}/{n}: exit {rc}, {time.perf_counter() - t0:.0f} s wall", flush=True)
+        if args.ledger:   # as each part ends: a run cut short keeps the figures of the parts it finished
+            with ledger_lock:
+                ledger_add(args.ledger, args.backend, n, {k: path(k, "json")})
 
+    ledger_lock = threading.Lock()
     t0 = time.perf_counter()
     with ThreadPoolExecutor(args.jobs) as pool:
         list(pool.map(one, todo))

@@ -277,12 +277,17 @@ def test_matrix_rerun_and_refresh_run_just_the_cells_that_changed_or_are_new(tmp
     assert f"{len(cells)} cells: " in done.stdout and f"{len(cells) - n_reentrant} not as expected" in done.stdout
     # --refresh: a complete part that lacks cells of its shard (types newly covered) gets them, keeping the rest
     part.write_text(json.dumps({**data, "cells": list(rerun.values())}))
-    fresh = subprocess.run([*matrix, "--refresh", "--", "--arch", "bert", "--task", "seq_cls"],
+    ledger = tmp_path / "ledger.json"
+    fresh = subprocess.run([*matrix, "--refresh", "--ledger", str(ledger), "--", "--arch", "bert", "--task", "seq_cls"],
                            capture_output=True, text=True, env=ENV, cwd=root, timeout=600)
     data = json.loads(part.read_text())
     assert data["complete"] and sorted(r["id"] for r in data["cells"]) == sorted(c.id for c in cells), fresh.stdout
     assert [r for r in data["cells"] if r["id"] in rerun] == list(rerun.values())
     assert f"{len(cells)} cells: " in fresh.stdout and "0 not as expected" in fresh.stdout
+    # --ledger: the part's figures, written as it ended, and the table printed
+    book = json.loads(ledger.read_text())
+    assert book["entries"]["1"]["cells"] == len(cells) and book["entries"]["1"]["not_as_expected"] == []
+    assert f"# ledger {ledger}: 1 of 1 parts" in fresh.stdout and "| 1 of 1 |" in fresh.stdout
 
 
 def test_matrix_ledger_keeps_each_complete_parts_figures(tmp_path):
