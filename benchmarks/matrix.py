@@ -213,7 +213,7 @@ def main() -> int:
                                   f"{k}/{n}", "--json", path(k, "json"), "-q", *resume, *args.run_args],
                                  stdout=log, stderr=subprocess.STDOUT)
         print(f"part {k}/{n}: exit {rc}, {time.perf_counter() - t0:.0f} s wall", flush=True)
-        if args.ledger:   # as each part ends: a run cut short keeps the figures of the parts it finished
+        if args.ledger and complete(path(k, "json")):   # as each part ends: a matrix cut short keeps its figures
             with ledger_lock:
                 ledger_add(args.ledger, args.backend, n, {k: path(k, "json")})
 

@@ -666,8 +666,8 @@ EXPECTATIONS: list[Expect] = [
            "(probed: with that projection left out of the targets the gradients are lost)",
            f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.14"}),
     Expect({**P, "arch": "time_series_transformer",
-            "method": ("lora", "dora", "rslora", "lora_mts", "unilora", "adalora", "beft", "deft", "fourierft", "frod",
-                       "glora", "hira", "ia3", "lily", "ln_tuning", "loha", "lokr", "peanut", "psoft", "pvera",
+            "method": ("lora", "dora", "rslora", "lora_mts", "unilora", "adalora", "beft", "deft", "delora", "fourierft",
+                       "frod", "glora", "hira", "ia3", "lily", "ln_tuning", "loha", "lokr", "peanut", "psoft", "pvera",
                        "randlora", "shira", "supertuning", "tinylora", "vera", "waveft"),
             "gc_mode": "reentrant"}, Outcome.EQUIVALENT,
            "probed: these methods adapt the value embedding's value_projection (LN tuning: layernorm_embedding) in "
