@@ -333,3 +333,21 @@ def test_matrix_ledger_keeps_each_complete_parts_figures(tmp_path):
     with pytest.raises(SystemExit, match="it holds options .* part 3 has"):
         matrix.ledger_add(ledger, "full", 4, {3: other})
     assert matrix.spans([5, 1, 2, 3, 7, 8]) == "1-3,5,7-8"
+
+
+def test_the_readme_shows_the_committed_product_ledgers():
+    """The README's product table is the committed ledgers' (benchmarks/product/*.json), row for row as
+    `matrix.py --ledger` prints them: figures in the docs come from data, and a ledger committed without its
+    README row (or a row edited by hand) fails here."""
+    import importlib.util
+
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("matrix", root / "benchmarks" / "matrix.py")
+    matrix = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(matrix)
+    readme = (root / "README.md").read_text()
+    ledgers = sorted((root / "benchmarks" / "product").glob("*.json"))
+    assert ledgers
+    for path in ledgers:
+        row = matrix.ledger_table(json.loads(path.read_text())).splitlines()[-1]
+        assert row in readme, f"README lacks {path.name}'s row {row}"
