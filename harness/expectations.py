@@ -94,7 +94,7 @@ BATCHNORM_5 = ("canary", "cohere_asr", "lasr_ctc", "lasr_encoder", "parakeet_rnn
 # models whose get_input_embeddings is not implemented (audio, composite vision-text)
 NO_INPUT_EMBEDDINGS = ("altclip", "canine", "chinese_clip", "clip", "clipseg", "data2vec-audio", "groupvit",
                        "hubert", "metaclip_2", "owlv2", "owlvit", "parakeet_ctc", "parakeet_encoder", "sew",
-                       "sew-d", "siglip", "unispeech", "unispeech-sat", "wav2vec2", "wav2vec2-bert", "wavlm",
+                       "sew-d", "siglip", "siglip2", "unispeech", "unispeech-sat", "wav2vec2", "wav2vec2-bert", "wavlm",
                        "informer", "mobilevit", "pvt_v2", "swiftformer", "time_series_transformer",
                        "wav2vec2-conformer")
 # VLMs' vision towers that transformers 5 registers as model types (fed flattened patches + their grid): most have no
@@ -106,13 +106,14 @@ VISION_TOWERS_NO_EMBEDDINGS_5 = ("cohere_compass_vision", "cosmos3_edge_vision",
 # ... those with input embeddings whose class declares main_input_name "input_ids" (copied from the text side):
 # transformers 5's gradient_checkpointing_enable hooks them as text models, so adapter_first keeps its gradients too
 VISION_TOWERS_HOOKED_5 = ("exaone4_5_vision", "lfm3_vl_vision", "qwen2_5_vl_vision")
-# ... those whose patch embedding is a Linear that the weight methods' generic targets adapt (the projection case)
-FRONT_PATCH_EMBED_5 = ("cosmos3_edge_vision", "muse_glimmer_vision", "muse_spark_vision")
+# ... those whose patch embedding is a Linear that the weight methods' generic targets adapt (the projection case);
+# SigLIP2's native-resolution tower too (fed its patches: 4.57.6 and 5.24.0)
+FRONT_PATCH_EMBED = ("cosmos3_edge_vision", "muse_glimmer_vision", "muse_spark_vision", "siglip2_vision_model")
 # on transformers 5, enable_input_require_grads hooks the input embeddings of every PreTrainedModel inside the model:
 # CLIP-like models whose towers are such models lose nothing (LoRA, reentrant, both orders, 5.24.0); VITS keeps its
 # embeddings in a plain module and loses
 NO_INPUT_EMBEDDINGS_5 = tuple(a for a in NO_INPUT_EMBEDDINGS if a not in (
-    "altclip", "chinese_clip", "clip", "clipseg", "metaclip_2", "siglip")) + ("vits", "segformer") + \
+    "altclip", "chinese_clip", "clip", "clipseg", "metaclip_2", "siglip", "siglip2")) + ("vits", "segformer") + \
     VISION_TOWERS_NO_EMBEDDINGS_5
 # models whose input-embedding module returns a tuple (patch embeddings with their spatial shape)
 TUPLE_EMBEDDINGS = ("beit", "data2vec-vision", "donut-swin", "focalnet", "hiera", "internvl_vision",
@@ -476,12 +477,13 @@ EXPECTATIONS: list[Expect] = [
     Expect({**P, "arch": "udop", "order": "adapter_first"}, Outcome.GC_ERROR,
            "as above, on every task of UDOP (seen with the LoRA family once the harness fed its decoder under "
            "peft's wrapper)", f"{TF_SRC}/models/udop/modeling_udop.py", {"transformers": ">=5"}),
-    Expect({**P, "arch": "lfm3_vl_vision", "method": ("adalora", "c3a", "gralora"), "order": "gc_first"},
+    Expect({**P, "arch": ("lfm3_vl_vision", "siglip2"), "method": ("adalora", "c3a", "gralora"), "order": "gc_first"},
            Outcome.GC_ERROR,
            "the same in-place add on the hooked leaf, made by the adapter: LFM3-VL's vision tower's input embeddings "
            "are its patch embedding, a Linear the generic targets adapt; enable_input_require_grads hooked it before "
            "peft wrapped it, so the base layer's output is a leaf requiring grad, to which AdaLoRA, C3A and GraLoRA "
-           "add in place (`result += ...`; LoRA adds out of place); both gc modes (seen on 5.24.0)",
+           "add in place (`result += ...`; LoRA adds out of place); both gc modes (seen on 5.24.0; SigLIP2's "
+           "vision tower inside Siglip2Model the same, peft/tuners/c3a/layer.py:199)",
            f"{PEFT_SRC}/tuners/adalora/layer.py#L195", {"peft": ">=0.14", "transformers": ">=5"}),
     Expect({"backend": "full", "arch": ("deberta-v2", "sew-d"), "gc_mode": "reentrant"}, Outcome.GC_ERROR,
            "the layer-normed relative embeddings (below) on transformers 5 too (seen on 5.24.0)",
@@ -647,12 +649,12 @@ EXPECTATIONS: list[Expect] = [
            "as above (RemBERT; RoCBert is not in transformers 5), in both orders: transformers 5's gradient_checkpointing_enable calls enable_input_require_grads "
            "itself for models whose main input is input_ids (seen on 5.24.0)",
            f"{TF5}/modeling_utils.py#L3198", {"peft": ">=0.14", "transformers": ">=5"}),
-    Expect({**P, "arch": FRONT_PATCH_EMBED_5, "method": PEFT_INPUT_GRAD_METHODS, "gc_mode": "reentrant"},
+    Expect({**P, "arch": FRONT_PATCH_EMBED, "method": PEFT_INPUT_GRAD_METHODS, "gc_mode": "reentrant"},
            Outcome.EQUIVALENT,
            "the generic targets adapt the vision tower's patch embedding (a Linear in front of the first checkpointed "
            "layer): its grad-requiring output is the layers' input, so reentrant checkpointing works in both orders "
-           "though the tower has no input embeddings to hook (seen on 5.24.0)",
-           f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.14", "transformers": ">=5"}),
+           "though the tower has no input embeddings to hook (seen on 5.24.0; SigLIP2's tower on 4.57.6 too)",
+           f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.14", "transformers": ">=4.57"}),
     Expect({**P, "arch": VISION_TOWERS_HOOKED_5, "method": PEFT_INPUT_GRAD_METHODS + ("ln_tuning",),
             "gc_mode": "reentrant"}, Outcome.EQUIVALENT,
            "these vision towers declare main_input_name 'input_ids' and have input embeddings (the patch embedding): "

@@ -229,10 +229,10 @@ PER_ARCH: dict[str, dict[str, Any]] = {
 NEEDS_BBOX = ("udop",)   # text models whose forward requires token boxes
 # input rules of make_batch: token ids; ids + pixels (dual encoders); ids with image tokens + pixels (VLMs);
 # the same with Qwen2-VL patch grids, or with several images (tiles) per sample; such patches and grids alone (a
-# VLM's vision tower); pixels (or video frames); raw waveform; (frames, mel) spectrogram; mel features
+# VLM's vision tower); SigLIP2's patches with their mask and (h, w) shapes; pixels (or video frames); raw waveform; (frames, mel) spectrogram; mel features
 # channels-first (Whisper) or time-first; past/future values of a time series
-FEEDS = ("text", "text+pixels", "vlm", "vlm_grid", "vlm_tiles", "patch_grid", "pixels", "waveform", "spectrogram",
-         "mel_cf", "mel_tf", "time_series")
+FEEDS = ("text", "text+pixels", "vlm", "vlm_grid", "vlm_tiles", "patch_grid", "naflex", "pixels", "waveform",
+         "spectrogram", "mel_cf", "mel_tf", "time_series")
 
 
 @dataclass(frozen=True)
@@ -337,6 +337,8 @@ def feed_of(cls, task: str, cfg=None) -> tuple[str | None, str]:
         return "text+pixels", "multimodal"
     if _grid_arg(cls) and not _accepts(cls, "input_ids"):   # a VLM's vision tower: flattened patches + grid
         return "patch_grid", "vision"
+    if _accepts(cls, "spatial_shapes") and not _accepts(cls, "input_ids"):   # SigLIP2's native-resolution tower
+        return "naflex", "vision"
     if main == "input_ids":
         if getattr(cfg, "vision_config", None) is not None and _image_token_id(cfg) is not None:
             # a language model fed image tokens + pixels; as flattened patches + their grid when it takes one
@@ -711,6 +713,16 @@ def _image_hw(c) -> tuple[int, int]:
     return 32, 32
 
 
+def _naflex(cfg, gen) -> dict[str, torch.Tensor]:
+    """SigLIP2's native-resolution input: each image as its patches (batch, patches, channels * patch^2), a
+    patch mask and the (height, width) of its patch grid; a 4x4 grid, all patches real."""
+    c = getattr(cfg, "vision_config", cfg)
+    h = w = 4
+    return {"pixel_values": torch.randn(BATCH, h * w, c.num_channels * c.patch_size ** 2, generator=gen),
+            "pixel_attention_mask": torch.ones(BATCH, h * w, dtype=torch.long),
+            "spatial_shapes": torch.tensor([[h, w]] * BATCH)}
+
+
 def _pixels(cfg, gen) -> torch.Tensor:
     c = _sub(cfg, "num_channels") if not hasattr(cfg, "num_channels") else cfg
     if hasattr(cfg, "vision_config"):
@@ -754,7 +766,8 @@ def make_batch(spec: ZooSpec, task: str, model, inputs: str, step: int, seed: in
                      future_values=torch.randn(BATCH, cfg.prediction_length, generator=gen),
                      future_time_features=torch.randn(BATCH, cfg.prediction_length, nf, generator=gen))
     elif feed == "text+pixels":
-        batch["pixel_values"] = _pixels(cfg, gen)
+        batch.update(_naflex(cfg, gen) if _accepts(type(model), "spatial_shapes") else
+                     {"pixel_values": _pixels(cfg, gen)})
         tc = getattr(cfg, "text_config", cfg)
         ids = base._ids(gen, min(getattr(tc, "vocab_size", base.VOCAB), base.VOCAB))
         eos = getattr(tc, "eos_token_id", None)
@@ -769,6 +782,8 @@ def make_batch(spec: ZooSpec, task: str, model, inputs: str, step: int, seed: in
         pix, extras = _grid_pixels(getattr(cfg, "vision_config", cfg), gen, cls)
         first = list(inspect.signature(cls.forward).parameters)[1]   # hidden_states or pixel_values
         batch.update({first: pix, _grid_arg(cls): extras.pop("image_grid_thw"), **extras})
+    elif feed == "naflex":
+        batch.update(_naflex(cfg, gen))
     elif feed == "pixels":
         batch["pixel_values"] = _pixels(cfg, gen)
         if task == "feature" and _accepts(type(model), "bool_masked_pos") and \

@@ -2575,12 +2575,26 @@ TABLE = {
      'outcome': 'equivalent',
      'detail': '3 steps, 88 trainable tensors, 88 state entries; max abs 0 <= atol 1e-06; 12 segments '
                'recomputed; saved 353160/1331400 bytes'},
-    'siglip2': {'status': 'not_covered',
-     'reason': 'baseline fails: train: RuntimeError: mat1 and mat2 shapes cannot be multiplied (192x32 and '
-               '192x32)'},
-    'siglip2_vision_model': {'status': 'not_covered',
-     'reason': 'baseline fails: train: TypeError: Siglip2VisionModel.forward() missing 2 required positional '
-               "arguments: 'pixel_attention_mask' and 'spatial_shapes'"},
+    'siglip2': {'status': 'covered',
+     'tasks': ('contrastive',),
+     'modality': 'multimodal',
+     'decoder_only': False,
+     'inputs': ('unmasked',),
+     'feed': 'text+pixels',
+     'overrides': {'text_config.projection_size': 32},
+     'head_classes': {'contrastive': 'Siglip2Model'},
+     'outcome': 'equivalent',
+     'detail': '3 steps, 88 trainable tensors, 88 state entries; max abs 0 (none) within atol 1e-06 + rtol 1e-05 '
+               'x scale; 12 segments recomputed; saved 196572/772380 bytes'},
+    'siglip2_vision_model': {'status': 'covered',
+     'tasks': ('feature',),
+     'modality': 'vision',
+     'decoder_only': False,
+     'inputs': ('unmasked',),
+     'feed': 'naflex',
+     'outcome': 'equivalent',
+     'detail': '3 steps, 48 trainable tensors, 48 state entries; max abs 0 (none) within atol 1e-06 + rtol 1e-05 '
+               'x scale; 6 segments recomputed; saved 174624/547872 bytes'},
     'siglip_vision_model': {'status': 'covered',
      'tasks': ('feature',),
      'modality': 'vision',
