@@ -30,12 +30,12 @@ and options; a part rerun replaces its entry. With every part complete, it only 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import glob
 import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -109,7 +109,15 @@ def complete(path: str) -> bool:
 
 
 def ledger_add(ledger: str, backend: str, n: int, runs: dict[int, str]) -> dict:
-    """Merge the summaries of the complete runs {part: path} into the ledger file (created if missing); returns it."""
+    """Merge the summaries of the complete runs {part: path} into the ledger file (created if missing); returns it.
+    The read-merge-write holds an exclusive lock on LEDGER.lock: the parts running in threads, and another matrix
+    process on the same ledger (a --rerun of finished parts beside the product), each add their entries."""
+    with open(ledger + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _ledger_merge(ledger, backend, n, runs)
+
+
+def _ledger_merge(ledger: str, backend: str, n: int, runs: dict[int, str]) -> dict:
     from harness.cells import SelectionError
     from harness.cli import _read_run, _rejudge
 
@@ -214,10 +222,8 @@ def main() -> int:
                                  stdout=log, stderr=subprocess.STDOUT)
         print(f"part {k}/{n}: exit {rc}, {time.perf_counter() - t0:.0f} s wall", flush=True)
         if args.ledger and complete(path(k, "json")):   # as each part ends: a matrix cut short keeps its figures
-            with ledger_lock:
-                ledger_add(args.ledger, args.backend, n, {k: path(k, "json")})
+            ledger_add(args.ledger, args.backend, n, {k: path(k, "json")})
 
-    ledger_lock = threading.Lock()
     t0 = time.perf_counter()
     with ThreadPoolExecutor(args.jobs) as pool:
         list(pool.map(one, todo))

@@ -334,6 +334,24 @@ def test_matrix_ledger_keeps_each_complete_parts_figures(tmp_path):
         matrix.ledger_add(ledger, "full", 4, {3: other})
     assert matrix.spans([5, 1, 2, 3, 7, 8]) == "1-3,5,7-8"
 
+    # another matrix process on the same ledger (a --rerun of finished parts beside the product) holds the lock:
+    # this one waits for it, then merges into what the other wrote instead of overwriting it
+    import fcntl
+    import threading
+
+    with open(ledger + ".lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        adder = threading.Thread(target=matrix.ledger_add, args=(ledger, "full", 4, {2: two}))
+        adder.start()
+        adder.join(0.5)
+        assert adder.is_alive()
+        book = json.loads(Path(ledger).read_text())
+        del book["entries"]["2"]
+        book["entries"]["4"] = book["entries"]["1"]
+        Path(ledger).write_text(json.dumps(book))
+    adder.join(10)
+    assert list(json.loads(Path(ledger).read_text())["entries"]) == ["1", "2", "4"]
+
 
 def test_the_readme_shows_the_committed_product_ledgers():
     """The README's product table is the committed ledgers' (benchmarks/product/*.json), row for row as
