@@ -108,6 +108,9 @@ VISION_TOWERS_NO_EMBEDDINGS_5 = ("cohere_compass_vision", "cosmos3_edge_vision",
 VISION_TOWERS_HOOKED_5 = ("exaone4_5_vision", "lfm3_vl_vision", "qwen2_5_vl_vision")
 # ... those whose patch embedding is a Linear that the weight methods' generic targets adapt (the projection case);
 # SigLIP2's native-resolution tower too (fed its patches: 4.57.6 and 5.24.0)
+# Gemma 3n and Gemma 4 shrunk with KV sharing (num_kv_shared_layers=2 of 4 layers, as the E-series checkpoints share
+# their last layers' K/V): transformers 5 hands the shared K/V over in a dict
+KV_SHARING = ("gemma3n_text", "gemma4_text", "gemma4", "gemma4_unified")
 FRONT_PATCH_EMBED = ("cosmos3_edge_vision", "muse_glimmer_vision", "muse_spark_vision", "siglip2_vision_model")
 # on transformers 5, enable_input_require_grads hooks the input embeddings of every PreTrainedModel inside the model:
 # CLIP-like models whose towers are such models lose nothing (LoRA, reentrant, both orders, 5.24.0); VITS keeps its
@@ -142,7 +145,10 @@ VISION_TOWER_5 = ("cosmos3_omni", "glm46v", "glm4v", "glm4v_moe", "glm5_next", "
 FRONT_PROJECTION = ("rembert", "wav2vec2-bert", "roc_bert", "florence2",
                     "radio",   # its patch_projection (transformers 5, probed: left out, the loss comes back)
                     # the feature stacking's projection (transformers 5; seen on 5.24.0, every weight method)
-                    "nemotron3_5_transcribe_asr_audio", "nemotron3_diarization_audio")
+                    "nemotron3_5_transcribe_asr_audio", "nemotron3_diarization_audio",
+                    # its per-layer-input projection and norm, and its AltUp projections, all in front of the
+                    # layers (seen on 4.57.6: every weight method and LN tuning keeps its gradients; not probed)
+                    "gemma3n_text")
 # models whose encoder calls its GradientCheckpointingLayers with hidden_states=... (a keyword): no tensor input reaches
 # the reentrant checkpoint (probed on 4.57.6 with full fine-tuning; cases/keyword_hidden_states_reentrant.py)
 KEYWORD_HIDDEN_STATES = ("altclip", "chinese_clip", "layoutlm", "mlcd", "splinter")
@@ -190,6 +196,9 @@ PEFT_WEIGHT_METHODS = (
 # the weight methods whose gradients come back when a layer input requires grad (not Poly / X-LoRA, which lose
 # theirs through hooks, nor adaption prompt)
 PEFT_INPUT_GRAD_METHODS = tuple(m for m in PEFT_WEIGHT_METHODS if m not in ("poly", "xlora", "adaption_prompt"))
+# what the KV-sharing models lose under reentrant checkpointing: whatever trains through their layers
+KV_SHARING_METHODS = PEFT_INPUT_GRAD_METHODS + ("full", "ln_tuning", "cpt", "multitask_prompt_tuning", "p_tuning",
+                                              "prompt_tuning", "trainable_tokens", "pvera_seeded")
 PEFT_LINEAR_ONLY = ("beft", "boft", "c3a", "delora", "hra", "miss", "oft", "poly", "shira", "supertuning",
                     "loha", "lokr", "glora", "psoft", "road", "lily", "peanut")
 EXPECTATIONS: list[Expect] = [
@@ -258,6 +267,13 @@ EXPECTATIONS: list[Expect] = [
     Expect({"arch": "van"}, Outcome.UNSUPPORTED,
            "transformers refuses: VanForImageClassification is not compatible with gradient checkpointing",
            f"{TF_SRC}/models/deprecated/van/modeling_van.py", {"transformers": ">=4.35,<5"}, refuses_checkpointing=True),
+    Expect({"backend": "full", "arch": "gemma3n_text", "inputs": "padded"}, Outcome.ERROR,
+           "not checkpointing: the plain run's gradients are NaN from step 0. A model built by transformers has a "
+           "zero embedding row for the pad id (padding_idx), and AltUp takes the target magnitude as "
+           "mean(h ** 2) ** 0.5 with no epsilon: at a pad position that is sqrt(0), whose gradient is infinite, "
+           "times the loss's zero there; a failing plain run comes first, so before the offload entry below (the "
+           "peft cells: the calibration table; seen on 4.57.6 and 5.24.0)",
+           f"{TF_SRC}/models/gemma3n/modeling_gemma3n.py#L1699", {"transformers": ">=4.57"}),
     # ---- transformers 5's activation-checkpointing options (the `full` backend's extra gc modes), after the
     # refusals of checkpointing itself ----
     Expect({"gc_mode": "non_reentrant_offload"}, Outcome.GC_ERROR,
@@ -321,10 +337,6 @@ EXPECTATIONS: list[Expect] = [
            "OFT on a layer of cohere2_vision's causal LM fails without checkpointing (a reshape to its blocks is "
            "invalid: shape [774, 16, 8] for an input of size 0); the feature model trains",
            f"{PEFT_SRC}/tuners/oft", {"peft": ">=0.18", "transformers": "<5"}),
-    Expect({**P, "arch": ("sam_vision_model", "sam_hq_vision_model"), "method": ("lora", "dora", "rslora")},
-           Outcome.ERROR,
-           "vacuous: the LoRA targets of the SAM vision encoder never get a gradient from the feature loss in "
-           "3 steps (not yet analysed)", f"{PEFT_SRC}/tuners/lora/model.py", {"peft": ">=0.18"}),
     # These come first: they hold in every gc mode, also where adapters would refuse reentrant.
     Expect({**A, "method": ("dora", "dvora"), "arch": FUSED_QKV}, Outcome.ERROR,
            "adapters' DoRA/DVoRA on a fused qkv projection sizes the magnitude for the whole output but the "
@@ -649,6 +661,15 @@ EXPECTATIONS: list[Expect] = [
            "as above (RemBERT; RoCBert is not in transformers 5), in both orders: transformers 5's gradient_checkpointing_enable calls enable_input_require_grads "
            "itself for models whose main input is input_ids (seen on 5.24.0)",
            f"{TF5}/modeling_utils.py#L3198", {"peft": ">=0.14", "transformers": ">=5"}),
+    Expect({"arch": KV_SHARING, "gc_mode": "reentrant", "method": KV_SHARING_METHODS}, Outcome.MISMATCH,
+           "the KV-sharing layers (the last num_kv_shared_layers) reuse the keys and values of an earlier layer, "
+           "handed over in shared_kv_states, a dict passed by keyword: reentrant checkpointing runs each layer "
+           "under no_grad and recomputes them one by one, last first, so the sharing layers read the producer's "
+           "no-grad K/V and the gradient they send into it (its k/v projections and everything upstream) is lost; "
+           "the loss is unchanged. Full fine-tuning and every method training through the layers, in both orders "
+           "(Poly, prefix tuning, Cartridge lose theirs as on other models, below); non-reentrant keeps it (seen on "
+           "5.24.0; unsloth-zoo#813 found it on 5.12.1; cases/gemma_kv_sharing_reentrant.py)",
+           "https://github.com/unslothai/unsloth-zoo/pull/813", {"transformers": ">=5"}),
     Expect({**P, "arch": FRONT_PATCH_EMBED, "method": PEFT_INPUT_GRAD_METHODS, "gc_mode": "reentrant"},
            Outcome.EQUIVALENT,
            "the generic targets adapt the vision tower's patch embedding (a Linear in front of the first checkpointed "

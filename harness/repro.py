@@ -18,7 +18,8 @@ import torch
 
 from . import backends, compare, outcomes, run, trace
 from .archs import archs_for
-from .archs.base import ArchSpec, KeepFloat64, build_model, cache_off, declared_float32, to_dtype, upcast
+from .archs.base import (PROJECTION_SEED, ArchSpec, KeepFloat64, build_model, cache_off, declared_float32, projected,
+                         to_dtype, upcast)
 from .archs.zoo import all_outputs_loss, nested_outputs
 from .cells import SelectionError, find
 from .report import versions
@@ -99,10 +100,10 @@ def script(cell_id: str, options: run.Options | None = None, with_outcome: bool 
         r = run.Runner(o).run_cell(cell)
         header = f"harness outcome at generation: {r['outcome']} (expected {r['expected']}): {r['detail']}"
     from_harness = "\n\n".join(_strip_imports(inspect.getsource(m)) for m in (outcomes, trace, compare))
-    loop = f"RUNAWAY_FACTOR = {run.RUNAWAY_FACTOR}\n\n\n" + "\n\n".join(_strip_imports(inspect.getsource(obj)) for obj in (
+    loop = f"RUNAWAY_FACTOR = {run.RUNAWAY_FACTOR}\nPROJECTION_SEED = {PROJECTION_SEED}\n\n\n" + "\n\n".join(_strip_imports(inspect.getsource(obj)) for obj in (
         run.CellTimeout, run.time_limit, run._raise_timeout, run.RunawayRecompute, run.Probe, run._snapshot,
         run._one_line, run.default_float, run.train_recipe, run.cache_asked, run.cache_cause, run.cast_inputs,
-        all_outputs_loss, upcast, to_dtype, KeepFloat64, declared_float32, cache_off))
+        all_outputs_loss, projected, upcast, to_dtype, KeepFloat64, declared_float32, cache_off))
     return TEMPLATE.format(
         cell_id=cell.id, versions=versions(), header=textwrap.fill(header, 96, subsequent_indent="    "),
         arch=cell.arch, task=cell.task, method=cell.method, backend=cell.backend,
@@ -168,7 +169,7 @@ STEPS, SEED, LR, DTYPE, TIMEOUT = {steps}, {seed}, {lr}, "{dtype}", {timeout}
 GC_KWARGS = {{"use_reentrant": {reentrant}}}
 GC_EXTRA = {gc_extra}   # more arguments of transformers 5's activation_checkpointing_enable (every_n_layers, offload)
 CACHE = True   # False: use_cache switched off in the plain run, as checkpointing does (the cache triage)
-ALL_OUTPUTS = {all_outputs}  # the loss of a base model without a head: mean square of its outputs
+ALL_OUTPUTS = {all_outputs}  # the loss of a base model without a head: a fixed random projection of its outputs
 NESTED_OUTPUTS = {nested_outputs}  # ... the tensors inside list outputs too (a vision tower's inner-layer features)
 CONFIG = {config}
 METHOD_CONFIG = {method_config}
@@ -196,7 +197,10 @@ def make_config():
 
 def set_values(obj, values):
     for key, value in values.items():
-        current = getattr(obj, key, None)
+        try:
+            current = getattr(obj, key, None)
+        except Exception:  # a per-layer attribute read globally (Gemma 4's head_dim) raises; it is set below
+            current = None
         if isinstance(value, dict) and isinstance(current, transformers.PretrainedConfig):
             set_values(current, value)
         else:
@@ -240,7 +244,7 @@ class Recipe:
         if loss is not None:
             return loss
         hidden = output[0] if isinstance(output, (tuple, list)) else output.last_hidden_state
-        return upcast(hidden).pow(2).mean()
+        return projected(hidden)
 
     def is_unsupported(self, exc):
         return any(re.search(p, f"{{type(exc).__name__}}: {{exc}}") for p in UNSUPPORTED)

@@ -44,8 +44,12 @@ def test_the_feature_loss_takes_every_finite_float_output_whether_or_not_it_requ
     out = {"hidden": w * 2, "pooled": torch.full((2,), 3.0), "mask": torch.full((2,), float("-inf")),
            "ids": torch.ones(2, dtype=torch.long)}
     loss = all_outputs_loss(out)
-    assert loss.item() == pytest.approx(4.0 + 9.0) and loss.requires_grad
-    assert torch.isinf(all_outputs_loss({**out, "hidden": w * float("inf")}))   # a trained output always counts
+    from harness.archs.base import projected
+
+    # the k-th float output with its own projection; the -inf mask (a constant) left out, the ids not a float
+    assert loss.item() == pytest.approx((projected(w * 2, 0) + projected(out["pooled"], 1)).item())
+    assert loss.requires_grad
+    assert not torch.isfinite(all_outputs_loss({**out, "hidden": w * float("inf")}))   # a trained output counts
     assert all_outputs_loss({"ids": torch.ones(2, dtype=torch.long)}) is None
 
 
@@ -142,7 +146,11 @@ def test_a_vlm_s_vision_tower_gets_flattened_patches_and_their_grid_and_trains_i
     assert extras["image_merge_sizes"].tolist() == [1, 1]
     w = torch.ones(2, requires_grad=True)
     out = {"last_hidden_state": w * 2, "deepstack_features": [w * 3]}
-    assert all_outputs_loss(out).item() == 4.0 and all_outputs_loss(out, nested=True).item() == 4.0 + 9.0
+    from harness.archs.base import projected
+
+    first, inner = projected(w * 2, 0), projected(w * 3, 1)
+    assert all_outputs_loss(out).item() == first.item()
+    assert all_outputs_loss(out, nested=True).item() == pytest.approx((first + inner).item())
     assert nested_outputs(SimpleNamespace(feed="patch_grid")) and not nested_outputs(SimpleNamespace(feed="text"))
     towers = [a for a in archs_for("full").values() if getattr(a, "feed", None) == "patch_grid"]
     if towers:   # transformers 5: a tower builds and trains, and its deepstack mergers get gradients
@@ -276,6 +284,25 @@ def test_a_float64_run_keeps_its_loss_in_float64():
         exact = torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), shifted.flatten(), ignore_index=-100)
         assert out.loss.item() == pytest.approx(exact.item(), rel=1e-12 if dtype == torch.float64 else 1e-6)
         assert loss_of("feature", (logits,)).dtype == dtype
+
+
+def test_the_feature_loss_sees_a_normalised_output():
+    """A base model's output is normalised as a rule (a final LayerNorm / RMSNorm); the feature loss was the mean
+    square of its outputs, a constant of a normalised tensor (Gemma 4: 1.0 at every step, largest gradient 5e-7,
+    below float32's atol: the KV-sharing bug under reentrant checkpointing went unseen). A fixed random projection
+    sees every element: O(1) gradients, the same functional in every run of a cell and in float64."""
+    from harness.archs.base import loss_of, projected
+    from harness.archs.zoo import all_outputs_loss
+
+    x = torch.randn(2, 10, 32, dtype=torch.float64, requires_grad=True)
+    for loss in (loss_of("feature", (torch.nn.functional.layer_norm(x, (32,)),)),
+                 all_outputs_loss({"last_hidden_state": torch.nn.functional.rms_norm(x, (32,), eps=1e-6)})):
+        (g,) = torch.autograd.grad(loss, x)
+        assert float(g.abs().max()) > 1e-3
+    h = torch.randn(2, 4)
+    assert torch.equal(projected(h), projected(h.clone())) and projected(h).dtype == torch.float32
+    assert projected(h.double()).item() == pytest.approx(projected(h).item(), rel=1e-6)
+    assert projected(h, 1).item() != projected(h, 0).item()
 
 
 def test_mixture_of_experts_layers_run_their_experts_eagerly_in_float64():

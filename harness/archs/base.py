@@ -342,7 +342,22 @@ def loss_of(task: str, output) -> torch.Tensor:
     if loss is not None:
         return loss
     hidden = output[0] if isinstance(output, (tuple, list)) else output.last_hidden_state
-    return upcast(hidden).pow(2).mean()
+    return projected(hidden)
+
+
+def projected(t: torch.Tensor, k: int = 0) -> torch.Tensor:
+    """A fixed random linear functional of an output without a loss: mean(t * R), R ~ N(0, 1) drawn from seed
+    PROJECTION_SEED + k in float32 (the same R in every run and dtype of a cell). Not the mean square: a model's
+    output is normalised as a rule (a final LayerNorm / RMSNorm), and the mean square of a normalised tensor is
+    a constant (1 up to eps: Gemma 4's was 1.0 at every step, its largest gradient 5e-7, below float32's atol, so
+    checkpointing's lost K/V gradients went unseen); a random direction sees every element's gradient."""
+    gen = torch.Generator().manual_seed(PROJECTION_SEED + k)
+    r = torch.randn(t.shape, generator=gen, dtype=torch.float32)
+    t = upcast(t)
+    return (t * r.to(t.device, t.dtype)).mean()
+
+
+PROJECTION_SEED = 20261204
 
 
 def upcast(t: torch.Tensor) -> torch.Tensor:

@@ -38,7 +38,7 @@ from typing import Any
 import torch
 
 from . import base
-from .base import BATCH, SEQ_LEN, SHRINK, ArchSpec, upcast
+from .base import BATCH, SEQ_LEN, SHRINK, ArchSpec, projected
 
 # ---------------------------------------------------------------------------------------------
 # Tasks: preference order of the primary task. causal_lm only for decoder-only LMs (no masked-LM
@@ -129,7 +129,9 @@ _TS = {"feed": "time_series", "overrides": {"prediction_length": 4, "context_len
 _QFORMER = {"feed": "vlm", "overrides": {"image_token_index": 255}}
 _HUNYUAN_POS = {"overrides": {"vision_config.max_image_size": 64}}
 _GEMMA4 = {"overrides": {"vocab_size_per_layer_input": 256, "hidden_size_per_layer_input": 8,
-                         "per_layer_config": {"1": {"head_dim": 16}}}}
+                         "num_hidden_layers": 4, "layer_types": ["sliding_attention", "full_attention"] * 2,
+                         "num_kv_shared_layers": 2,
+                         "per_layer_config": {"1": {"head_dim": 16}, "3": {"head_dim": 16}}}}
 PER_ARCH: dict[str, dict[str, Any]] = {
     "swin": _SWIN, "swinv2": _SWIN, "donut-swin": _SWIN, "maskformer-swin": _SWIN, "swin2sr": _SWIN,
     "qwen2_vl_text": _MROPE, "qwen2_5_vl_text": _MROPE, "glm4v_text": _MROPE,
@@ -185,6 +187,11 @@ PER_ARCH: dict[str, dict[str, Any]] = {
     "jamba": {"overrides": {"attn_layer_period": 2, "attn_layer_offset": 1}},
     "bamba": {"overrides": {"attn_layer_indices": [1]}},
     "recurrent_gemma": {"overrides": {"block_types": ["recurrent", "attention"]}},
+    "gemma3n_text": {"overrides": {"num_hidden_layers": 4, "num_kv_shared_layers": 2,
+                                   "layer_types": ["sliding_attention", "full_attention"] * 2,
+                                   "intermediate_size": [37] * 4, "activation_sparsity_pattern": [0.95, 0.0, 0.0, 0.0],
+                                   "vocab_size_per_layer_input": 256, "hidden_size_per_layer_input": 8,
+                                   "laurel_rank": 4}},
     "granitemoehybrid": {"when": {"transformers>=5": {"layer_types": ["linear_attention", "full_attention"]}}},
     # Zamba2's Mamba heads x head width must be its inner width (32 here): transformers 5 no longer derives the
     # head width from the head count (8 heads of the rule's 8 = 64 raised in the plain run)
@@ -216,7 +223,8 @@ PER_ARCH: dict[str, dict[str, Any]] = {
     # audio tower: the VLM classes train as language models
     "gemma4_text": _GEMMA4,
     "gemma4": {"overrides": {f"text_config.{k}": v for k, v in _GEMMA4["overrides"].items()}},
-    "gemma4_unified": {"overrides": {"text_config.per_layer_config": _GEMMA4["overrides"]["per_layer_config"]}},
+    "gemma4_unified": {"overrides": {f"text_config.{k}": v for k, v in _GEMMA4["overrides"].items()
+                                     if "per_layer_input" not in k}},
     "ernie4_5_vl_moe": {"overrides": {"text_config.rope_scaling": {"mrope_section": [1, 1, 2]},
                                       "text_config.moe_intermediate_size": [40, 40]}},
     "hunyuan_vl": _HUNYUAN_POS, "hy_v4_vl": _HUNYUAN_POS,
@@ -998,7 +1006,8 @@ def nested_outputs(spec) -> bool:
 
 
 def all_outputs_loss(output, nested: bool = False):
-    """The sum of the mean squares of every float output tensor (so that e.g. a pooler trains too), or None.
+    """The sum of a fixed random linear functional of every float output tensor (base.projected, the k-th output
+    with seed k: so that e.g. a pooler trains too), or None.
     Whether an output requires grad does not matter: the loss is the same function of the outputs in both runs
     (checkpointing may make an output require grad that plain training does not: peft's
     enable_input_require_grads on an encoder whose layers LayerDrop skipped). A constant term that is not finite
@@ -1007,8 +1016,8 @@ def all_outputs_loss(output, nested: bool = False):
     values = list(output.values() if hasattr(output, "values") else output)
     if nested:   # the tensors of list outputs too (see nested_outputs)
         values = [x for v in values for x in (v if isinstance(v, (list, tuple)) else [v])]
-    parts = [(upcast(v).pow(2).mean(), v.requires_grad) for v in values
-             if isinstance(v, torch.Tensor) and v.is_floating_point()]
+    values = [v for v in values if isinstance(v, torch.Tensor) and v.is_floating_point()]
+    parts = [(projected(v, k), v.requires_grad) for k, v in enumerate(values)]
     parts = [p for p, grad in parts if grad or torch.isfinite(p)]
     return torch.stack(parts).sum() if parts else None
 
