@@ -639,9 +639,16 @@ EXPECTATIONS: list[Expect] = [
            "XLM-ProphetNet's decoder gets the encoder output only by keyword (above), which reentrant checkpointing "
            "does not track: with nothing hooked in this order, no checkpointed decoder layer's input requires grad, "
            "so the loss has none ('element 0 of tensors does not require grad'). Probed: every decoder layer's "
-           "positional input requires no grad, encoder_hidden_states does; the feature task, whose loss reads the "
-           "encoder output too, trains equivalently (seen on 4.57.6)",
+           "positional input requires no grad, encoder_hidden_states does (seen on 4.57.6)",
            f"{PEFT_SRC}/peft_model.py#L2495", {"peft": ">=0.14", "transformers": "<5"}),
+    Expect({**P, "arch": "xlm-prophetnet", "method": ("prompt_tuning", "p_tuning"), "gc_mode": "reentrant",
+            "order": "adapter_first", "task": "feature"}, Outcome.MISMATCH,
+           "the same untracked keyword: the feature loss reads the encoder output directly too, so the virtual tokens "
+           "keep that part of their gradient and lose the part through the decoder's cross-attention, a value "
+           "difference (rel ~1e-2 at step 0, confirmed in float64). It passed as `equivalent` while the feature "
+           "loss was the mean square of normalised outputs (seen on 4.57.6 once it became a random projection)",
+           f"{TF_SRC}/models/deprecated/xlm_prophetnet/modeling_xlm_prophetnet.py#L1554",
+           {"peft": ">=0.14", "transformers": "<5"}),
     Expect({**P, "arch": FEATURE_ENCODER_GRAD, "method": PEFT_INPUT_GRAD_METHODS, "gc_mode": "reentrant"},
            Outcome.EQUIVALENT,
            "the conv feature encoder of these speech models sets hidden_states.requires_grad = True itself while its "
