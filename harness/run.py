@@ -86,15 +86,15 @@ class Probe:
         self._forward_calls = 0
         self._backward_calls = 0
         self.called: set[int] = set()   # ids of the modules the current step's forward ran
-        self._held: set[int] = set()    # storages already counted this forward, or the model's own
-        self._alive: list = []          # the counted storages, kept until the backward starts (see _pack)
+        # address -> storage: those counted this forward, kept alive until the backward starts (see _pack), and
+        # the model's own (None)
+        self._held: dict[int, object] = {}
 
     def step(self, model):
         """A training step begins: its forward is counted afresh."""
         self._forward_calls = 0
         self.called = set()
-        self._held = {t.untyped_storage().data_ptr() for t in (*model.parameters(), *model.buffers())}
-        self._alive = []
+        self._held = dict.fromkeys(t.untyped_storage().data_ptr() for t in (*model.parameters(), *model.buffers()))
 
     def _pre(self, module, args):
         if not self.in_backward:
@@ -129,12 +129,11 @@ class Probe:
             if key not in self._held:
                 self.saved += size
                 if key is not None:
-                    self._held.add(key)
                     # a storage counted by its address must outlive the forward: one freed early (a saved tensor
                     # of a graph branch the loss never reaches) hands its address to a later saved tensor, which
                     # then went uncounted -- NeMo's streaming ASR "saved" 11.9 to 16.8 MB run to run, and its
                     # checkpointed runs looked not checkpointed as often as not
-                    self._alive.append(storage)
+                    self._held[key] = storage
         # detached: `t` may be the op's own output, whose grad_fn owns this saved tensor -- keeping `t` would close
         # a cycle through C++ that no gc can see, leaking the whole graph of a forward that never reaches its
         # backward (a run failing mid-forward: every later run of the process then ran out of memory)
@@ -149,7 +148,7 @@ class Probe:
     def __exit__(self, *exc):
         for h in self._handles:
             h.remove()
-        self._alive = []
+        self._held = dict.fromkeys(self._held)   # the addresses stay counted, the storages are let go
 
     def saving(self):
         return torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
@@ -157,7 +156,7 @@ class Probe:
     @contextlib.contextmanager
     def backward(self):
         self.in_backward, self.depth, self._backward_calls = True, 0, 0
-        self._alive = []
+        self._held = dict.fromkeys(self._held)
         try:
             yield
         finally:

@@ -128,10 +128,11 @@ _TS = {"feed": "time_series", "overrides": {"prediction_length": 4, "context_len
                                             "num_time_features": 1}}
 _QFORMER = {"feed": "vlm", "overrides": {"image_token_index": 255}}
 _HUNYUAN_POS = {"overrides": {"vision_config.max_image_size": 64}}
-_GEMMA4 = {"overrides": {"vocab_size_per_layer_input": 256, "hidden_size_per_layer_input": 8,
-                         "num_hidden_layers": 4, "layer_types": ["sliding_attention", "full_attention"] * 2,
-                         "num_kv_shared_layers": 2,
-                         "per_layer_config": {"1": {"head_dim": 16}, "3": {"head_dim": 16}}}}
+# Gemma 3n and Gemma 4 (E-series) share their last layers' K/V with earlier layers of the same attention type: 4
+# layers, the last 2 sharing; their per-layer input embeddings narrowed (below)
+_KV_SHARED = {"num_hidden_layers": 4, "layer_types": ["sliding_attention", "full_attention"] * 2,
+              "num_kv_shared_layers": 2, "vocab_size_per_layer_input": 256, "hidden_size_per_layer_input": 8}
+_GEMMA4 = {"overrides": {**_KV_SHARED, "per_layer_config": {"1": {"head_dim": 16}, "3": {"head_dim": 16}}}}
 PER_ARCH: dict[str, dict[str, Any]] = {
     "swin": _SWIN, "swinv2": _SWIN, "donut-swin": _SWIN, "maskformer-swin": _SWIN, "swin2sr": _SWIN,
     "qwen2_vl_text": _MROPE, "qwen2_5_vl_text": _MROPE, "glm4v_text": _MROPE,
@@ -187,11 +188,8 @@ PER_ARCH: dict[str, dict[str, Any]] = {
     "jamba": {"overrides": {"attn_layer_period": 2, "attn_layer_offset": 1}},
     "bamba": {"overrides": {"attn_layer_indices": [1]}},
     "recurrent_gemma": {"overrides": {"block_types": ["recurrent", "attention"]}},
-    "gemma3n_text": {"overrides": {"num_hidden_layers": 4, "num_kv_shared_layers": 2,
-                                   "layer_types": ["sliding_attention", "full_attention"] * 2,
-                                   "intermediate_size": [37] * 4, "activation_sparsity_pattern": [0.95, 0.0, 0.0, 0.0],
-                                   "vocab_size_per_layer_input": 256, "hidden_size_per_layer_input": 8,
-                                   "laurel_rank": 4}},
+    "gemma3n_text": {"overrides": {**_KV_SHARED, "intermediate_size": [37] * 4, "laurel_rank": 4,
+                                   "activation_sparsity_pattern": [0.95, 0.0, 0.0, 0.0]}},
     "granitemoehybrid": {"when": {"transformers>=5": {"layer_types": ["linear_attention", "full_attention"]}}},
     # Zamba2's Mamba heads x head width must be its inner width (32 here): transformers 5 no longer derives the
     # head width from the head count (8 heads of the rule's 8 = 64 raised in the plain run)
