@@ -111,6 +111,9 @@ VISION_TOWERS_HOOKED_5 = ("exaone4_5_vision", "lfm3_vl_vision", "qwen2_5_vl_visi
 # Gemma 3n and Gemma 4 shrunk with KV sharing (num_kv_shared_layers=2 of 4 layers, as the E-series checkpoints share
 # their last layers' K/V): transformers 5 hands the shared K/V over in a dict
 KV_SHARING = ("gemma3n_text", "gemma4_text", "gemma4", "gemma4_unified")
+# vision-language models whose language model reads the image states by cross-attention layers, handed the states by
+# keyword (Mllama, shrunk with 2 cross-attention layers of 3)
+CROSS_ATTENTION_IMAGE = ("mllama",)
 FRONT_PATCH_EMBED = ("cosmos3_edge_vision", "muse_glimmer_vision", "muse_spark_vision", "siglip2_vision_model")
 # on transformers 5, enable_input_require_grads hooks the input embeddings of every PreTrainedModel inside the model:
 # CLIP-like models whose towers are such models lose nothing (LoRA, reentrant, both orders, 5.24.0); VITS keeps its
@@ -677,6 +680,22 @@ EXPECTATIONS: list[Expect] = [
            "(Poly, prefix tuning, Cartridge lose theirs as on other models, below); non-reentrant keeps it (seen on "
            "5.24.0; unsloth-zoo#813 found it on 5.12.1; cases/gemma_kv_sharing_reentrant.py)",
            "https://github.com/unslothai/unsloth-zoo/pull/813", {"transformers": ">=5"}),
+    Expect({"arch": CROSS_ATTENTION_IMAGE, "gc_mode": "reentrant", "method": "full"}, Outcome.GC_ERROR,
+           "the text model hands the projected image states to every decoder layer by keyword "
+           "(cross_attention_states=...), which reentrant checkpointing does not take as an input: each "
+           "cross-attention layer's recompute differentiates through the closed-over states into the vision tower "
+           "and frees its graph, and the next cross-attention layer's backward fails ('Trying to backward through the "
+           "graph a second time'); with one cross-attention layer it trains. Both orders; non-reentrant trains (seen "
+           "on 4.57.6 and 5.24.0; cases/mllama_cross_attention_reentrant.py)",
+           f"{TF_SRC}/models/mllama/modeling_mllama.py#L1259", {"transformers": ">=4.57"}),
+    Expect({**P, "arch": CROSS_ATTENTION_IMAGE, "gc_mode": "reentrant", "order": "gc_first"}, Outcome.GC_ERROR,
+           "as above: every method covered on it adapts the vision tower, whose adapters' graph each cross-attention "
+           "layer's recompute runs into (on 4.57.6 the adapter_first order loses the layers' gradients first: the "
+           "rules below; seen on 4.57.6 and 5.24.0)",
+           f"{TF_SRC}/models/mllama/modeling_mllama.py#L1259", {"peft": ">=0.14", "transformers": ">=4.57"}),
+    Expect({**P, "arch": CROSS_ATTENTION_IMAGE, "gc_mode": "reentrant", "order": "adapter_first"}, Outcome.GC_ERROR,
+           "as above in this order too: transformers 5's gradient_checkpointing_enable calls enable_input_require_grads "
+           "itself (seen on 5.24.0)", f"{TF5}/modeling_utils.py#L3198", {"peft": ">=0.14", "transformers": ">=5"}),
     Expect({**P, "arch": FRONT_PATCH_EMBED, "method": PEFT_INPUT_GRAD_METHODS, "gc_mode": "reentrant"},
            Outcome.EQUIVALENT,
            "the generic targets adapt the vision tower's patch embedding (a Linear in front of the first checkpointed "

@@ -150,6 +150,17 @@ PER_ARCH: dict[str, dict[str, Any]] = {
     # Kosmos-2 places its image queries where image_embeds_position_mask says: at placeholders of an id it does
     # not define (its processor's <image> tokens)
     "kosmos-2": {"feed": "vlm", "overrides": {"image_token_id": 255}},
+    # Mllama (Llama 3.2 Vision): the text reads the image by cross-attention layers, here layers 0 and 2 of 3 (the
+    # default [3, 8, ...] names none of 2; two, so that the image states feed more than one layer); the tower's
+    # intermediate layers (default [3, 7, 15, 23, 30]) and global layers within its depth, the projector's input
+    # their concatenation (3 x 32); 2 tiles of up to 1 x 2
+    "mllama": {"feed": "vlm_cross",
+               "overrides": {"text_config.cross_attention_layers": [0, 2],
+                             "text_config.num_hidden_layers": 3,
+                             "text_config.rope_scaling": {"rope_type": "default"},
+                             "vision_config.intermediate_layers_indices": [0, 1], "vision_config.num_global_layers": 1,
+                             "vision_config.vision_output_dim": 96, "vision_config.max_num_tiles": 2,
+                             "vision_config.supported_aspect_ratios": [[1, 1], [1, 2], [2, 1]]}},
     "time_series_transformer": _TS, "informer": _TS, "autoformer": _TS,
     "idefics3": _TILES, "smolvlm": _TILES, "modernvbert": _TILES, "ultravbert": _TILES,
     # Idefics2's perceiver resampler: 2 heads of 8 and 8 latents (default 16 x 96 and 64: 100 MB of activations)
@@ -237,7 +248,7 @@ NEEDS_BBOX = ("udop",)   # text models whose forward requires token boxes
 # the same with Qwen2-VL patch grids, or with several images (tiles) per sample; such patches and grids alone (a
 # VLM's vision tower); SigLIP2's patches with their mask and (h, w) shapes; pixels (or video frames); raw waveform; (frames, mel) spectrogram; mel features
 # channels-first (Whisper) or time-first; past/future values of a time series
-FEEDS = ("text", "text+pixels", "vlm", "vlm_grid", "vlm_tiles", "patch_grid", "naflex", "pixels", "waveform",
+FEEDS = ("text", "text+pixels", "vlm", "vlm_grid", "vlm_tiles", "vlm_cross", "patch_grid", "naflex", "pixels", "waveform",
          "spectrogram", "mel_cf", "mel_tf", "time_series")
 
 
@@ -648,7 +659,7 @@ class LazyOverrides(Mapping):
 def default_inputs(feed: str) -> tuple[str, ...]:
     """The input variants a feed is run with: an attention mask and a padded batch only where the input is text
     (plus, at most, image tokens at fixed places)."""
-    return base.INPUTS if feed in ("text", "vlm", "vlm_tiles") else ("unmasked",)
+    return base.INPUTS if feed in ("text", "vlm", "vlm_tiles", "vlm_cross") else ("unmasked",)
 
 
 def _entry(model_type: str, task: str, name: str, cls, cfg, overrides) -> tuple[dict | None, str]:
@@ -759,7 +770,7 @@ def make_batch(spec: ZooSpec, task: str, model, inputs: str, step: int, seed: in
         return batch
     gen = _gen(step, seed)
     batch: dict[str, Any] = {}
-    if feed in ("vlm", "vlm_grid", "vlm_tiles"):
+    if feed in ("vlm", "vlm_grid", "vlm_tiles", "vlm_cross"):
         batch = _vlm_batch(spec, task, model, inputs, gen)
         _decoder_ids(spec, task, model, batch, step, seed)
         return batch
@@ -905,6 +916,7 @@ def _image_tokens_per_image(model, pixel_values, extras, images: int) -> int:
 
 
 GRID = 4   # vlm_grid feed: one frame of GRID x GRID patches per image
+IMAGE_AT = 4   # vlm feeds: text tokens before the image
 
 
 def _field(c, names: tuple[str, ...], default):
@@ -928,16 +940,36 @@ def _grid_pixels(vc, gen, cls) -> tuple[torch.Tensor, dict[str, Any]]:
     return pix, extras
 
 
+def _tiled_image(vc, gen) -> tuple[torch.Tensor, dict[str, Any]]:
+    """Mllama-style input for vision config `vc`: one image per sample as max_num_tiles tiles (batch, 1, tiles, C,
+    H, W), its aspect-ratio id and a mask of its real tiles; the first sample is one tile (the rest zero padding
+    tiles, as the processor pads), the second as many tiles as the first aspect ratio of 1 x k allows."""
+    tiles = vc.max_num_tiles
+    ratios = [list(r) for r in vc.supported_aspect_ratios]
+    wide = max((r for r in ratios if r[0] == 1), key=lambda r: r[1])
+    used = [1, wide[1]]
+    ids = torch.tensor([[ratios.index([1, 1]) + 1], [ratios.index(wide) + 1]])   # id 0 means no image
+    real = torch.arange(tiles)[None, :] < torch.tensor(used)[:, None]
+    h, w = _image_hw(vc)
+    pix = torch.randn(BATCH, 1, tiles, getattr(vc, "num_channels", 3), h, w, generator=gen)
+    pix = pix * real[:, None, :, None, None, None]
+    return pix, {"aspect_ratio_ids": ids, "aspect_ratio_mask": real[:, None].long()}
+
+
 def _vlm_batch(spec, task, model, inputs, gen) -> dict[str, Any]:
     cfg = model.config
     if spec.feed == "vlm_grid":
         pix, extras = _grid_pixels(cfg.vision_config, gen, type(model))
+    elif spec.feed == "vlm_cross":
+        pix, extras = _tiled_image(cfg.vision_config, gen)
     else:
         pix = _pixels(cfg, gen)
         if spec.feed == "vlm_tiles":   # (batch, tiles, C, H, W): several images, or an image's any-resolution tiles
             pix = torch.stack([pix, _pixels(cfg, gen)], dim=1)
         extras = _image_extras(model, pix)
     key = (spec.name, task, tuple(pix.shape), repr({k: getattr(v, "tolist", lambda: v)() for k, v in extras.items()}))
+    if spec.feed == "vlm_cross":   # the text reads the image by cross-attention: one image token marks its place
+        _TOKENS_PER_IMAGE[key] = 1
     if key not in _TOKENS_PER_IMAGE:   # a function of the config and the shapes: asked once per arch
         _TOKENS_PER_IMAGE[key] = _image_tokens_per_image(model, pix, extras, BATCH)
     n = _TOKENS_PER_IMAGE[key]
@@ -949,14 +981,14 @@ def _vlm_batch(spec, task, model, inputs, gen) -> dict[str, Any]:
     start = getattr(cfg, "vision_start_token_id", None)
     if isinstance(start, int):   # models that locate images by their start marker
         image = torch.cat([torch.full((BATCH, 1), start), image], dim=1)
-    ids = torch.cat([ids[:, :4], image, ids[:, 4:]], dim=1)
+    ids = torch.cat([ids[:, :IMAGE_AT], image, ids[:, IMAGE_AT:]], dim=1)
     batch: dict[str, Any] = {"pixel_values": pix, **extras}
     length = ids.shape[1]
     if inputs != "unmasked":
         mask = torch.ones(BATCH, length, dtype=torch.long)
         if inputs == "padded":   # 3 padding positions before the image (left) or at the end (right)
             if spec.decoder_only:
-                mask[1, :3] = 0     # (before the image, which starts at position 4)
+                mask[1, :3] = 0     # (before the image, which starts at IMAGE_AT)
             else:
                 mask[1, -3:] = 0
         pad = getattr(cfg, "pad_token_id", None)
@@ -965,6 +997,11 @@ def _vlm_batch(spec, task, model, inputs, gen) -> dict[str, Any]:
         ids = ids.masked_fill(mask == 0, pad if isinstance(pad, int) else 0)
         batch["attention_mask"] = mask
     batch["input_ids"] = ids
+    if spec.feed == "vlm_cross":   # text from the image token on attends to the image's real tiles, padding to none
+        seen = (torch.arange(length) >= IMAGE_AT)[None, :, None, None] & extras["aspect_ratio_mask"][:, None].bool()
+        if "attention_mask" in batch:
+            seen = seen & batch["attention_mask"].bool()[:, :, None, None]
+        batch["cross_attention_mask"] = seen.long()
     if _accepts(type(model), "image_embeds_position_mask"):   # Kosmos-2
         batch["image_embeds_position_mask"] = ids == tok
     if _accepts(type(model), "mm_token_type_ids"):   # transformers 5 M-RoPE VLMs: 0 text, 1 image token
