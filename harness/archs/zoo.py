@@ -195,13 +195,15 @@ PER_ARCH: dict[str, dict[str, Any]] = {
                   "when": {"transformers>=5": {"encoder_layerdrop": 0.0}}},
     # hybrid Mamba / attention models: two layers of their pattern have no attention layer (Bamba and
     # GraniteMoeHybrid have none by default), and transformers 5's cache of such a model raises in the plain run
-    # ("get_seq_length can only be called on Attention layers"): one layer of each kind
+    # ("get_seq_length can only be called on Attention layers"): one layer of each kind (GraniteMoeHybrid's
+    # layer_types default to None on 4.57.6, which its layers index: it did not build there)
     "jamba": {"overrides": {"attn_layer_period": 2, "attn_layer_offset": 1}},
     "bamba": {"overrides": {"attn_layer_indices": [1]}},
     "recurrent_gemma": {"overrides": {"block_types": ["recurrent", "attention"]}},
     "gemma3n_text": {"overrides": {**_KV_SHARED, "intermediate_size": [37] * 4, "laurel_rank": 4,
                                    "activation_sparsity_pattern": [0.95, 0.0, 0.0, 0.0]}},
-    "granitemoehybrid": {"when": {"transformers>=5": {"layer_types": ["linear_attention", "full_attention"]}}},
+    "granitemoehybrid": {"when": {"transformers<5": {"layer_types": ["mamba", "attention"]},
+                                  "transformers>=5": {"layer_types": ["linear_attention", "full_attention"]}}},
     # Zamba2's Mamba heads x head width must be its inner width (32 here): transformers 5 no longer derives the
     # head width from the head count (8 heads of the rule's 8 = 64 raised in the plain run)
     "zamba2": {"overrides": {"n_mamba_heads": 4}},
