@@ -738,8 +738,8 @@ EXPECTATIONS: list[Expect] = [
            "https://github.com/huggingface/transformers/pull/42558", {"peft": ">=0.14", "transformers": ">=5"}),
     Expect({**P, "modality": "multimodal", "method": "unilora", "gc_mode": "reentrant", "order": "gc_first"},
            (Outcome.MISSING_GRAD, Outcome.MISMATCH, Outcome.EQUIVALENT),
-           "the vision tower's adapters lose their gradient (the vision-language rule below) but share UniLoRA's one "
-           "vector with the text side: the loss shows only as a value difference the size of the vision part, "
+           "the vision (audio) tower's adapters lose their gradient (the vision-language rule below) but share "
+           "UniLoRA's one vector with the text side: the loss shows only as a value difference the size of that part, "
            "below the tolerance where that part is small (InternVL feature: 5e-9; seen on 4.57.6)",
            f"{TF_SRC}/modeling_utils.py#L2856", {"peft": ">=0.18", "transformers": ">=4.57,<5"}, below_tolerance=True),
     Expect({**P, "arch": ("idefics2", "idefics3", "smolvlm"), "method": PEFT_INPUT_GRAD_METHODS + ("ln_tuning",),
@@ -762,9 +762,10 @@ EXPECTATIONS: list[Expect] = [
            f"{TF_SRC}/modeling_utils.py#L2856", {"peft": ">=0.14", "transformers": "<5"}),
     Expect({**P, "modality": "multimodal", "method": PEFT_WEIGHT_METHODS + ("ln_tuning",), "gc_mode": "reentrant",
             "order": "gc_first"}, (Outcome.MISSING_GRAD, Outcome.MISMATCH),
-           "enable_input_require_grads hooks only the text embeddings of a vision-language model: the adapters "
-           "inside the reentrant-checkpointed vision tower get no gradient (a parameter shared with the text side, "
-           "e.g. UniLoRA's, gets only part of it: mismatch)", f"{TF_SRC}/modeling_utils.py#L2856",
+           "enable_input_require_grads hooks only the text embeddings of a vision- or audio-language model: the "
+           "adapters inside the reentrant-checkpointed vision (audio) tower get no gradient (a parameter shared "
+           "with the text side, e.g. UniLoRA's, gets only part of it: mismatch; the audio towers of Qwen2-Audio and "
+           "Voxtral, fed audio since 2026-12-04, likewise)", f"{TF_SRC}/modeling_utils.py#L2856",
            {"peft": ">=0.14", "transformers": "<5"}),
     Expect({**P, "method": "unilora", "gc_mode": "reentrant", "order": "adapter_first"},
            (Outcome.MISSING_GRAD, Outcome.GC_ERROR, Outcome.MISMATCH, Outcome.EQUIVALENT, Outcome.NOT_CHECKPOINTED),

@@ -7,7 +7,7 @@ from transformers import AutoConfig
 from harness import backends
 from harness.archs import archs_for
 from harness.archs.base import build_model
-from harness.archs.zoo import all_outputs_loss, shrunk_values
+from harness.archs.zoo import IMAGE_AT, all_outputs_loss, shrunk_values
 from harness.run import transformers_model
 
 
@@ -190,6 +190,47 @@ def test_a_vlm_s_image_text_to_text_head_stands_for_causal_lm_over_its_language_
     assert heads_of("llama4")["causal_lm"] == "Llama4ForConditionalGeneration"
     assert heads_of("llava")["causal_lm"] == "LlavaForConditionalGeneration"   # no causal-LM mapping: as before
     assert heads_of("llama")["causal_lm"] == "LlamaForCausalLM"
+
+
+def test_mllama_reads_a_tiled_image_through_more_than_one_cross_attention_layer():
+    """Mllama (Llama 3.2 Vision) has no image placeholders to fill: its text attends to the image's tiles in
+    cross-attention layers (default [3, 8, ...]: none of a 2-layer model; it did not build). The vlm_cross feed: one
+    image token, tiles with an aspect-ratio id and a mask of real tiles (one sample one tile and a padding tile),
+    and a cross-attention mask from the image token on; two cross-attention layers, because only a second one
+    exposes the reentrant failure recorded for it (one trains)."""
+    spec = archs_for("full")["mllama"]
+    assert spec.feed == "vlm_cross"
+    model = build_model(spec, "causal_lm")
+    assert len(model.config.text_config.cross_attention_layers) == 2
+    batch = spec.make_batch("causal_lm", model, "padded", 0)
+    tiles = model.config.vision_config.max_num_tiles
+    assert batch["pixel_values"].shape[:3] == (2, 1, tiles)
+    assert batch["aspect_ratio_mask"][:, 0].sum(1).tolist() == [1, 2]
+    assert not batch["pixel_values"][0, 0, 1].any()              # the first sample's padding tile is zero
+    seen = batch["cross_attention_mask"]
+    assert seen.shape == (*batch["input_ids"].shape, 1, tiles)
+    assert not seen[:, :IMAGE_AT].any() and not seen[1, :3].any()   # nothing before the image, nor padding
+    spec.loss("causal_lm", model(**batch)).backward()
+    tower = [p for n, p in model.named_parameters() if "vision_model" in n]
+    assert tower and all(p.grad is not None for p in tower)
+
+
+@pytest.mark.parametrize("arch", ["qwen2_audio", "voxtral"])
+def test_audio_language_models_get_audio_features_and_their_placeholders(arch):
+    """Audio LMs (a language model fed audio-encoder states at audio-token placeholders) were trained on text
+    alone, as feature models: the audio tower never ran and the verdict named most of their tensors 'never get a
+    non-zero gradient, not vouched for'. The alm feed: mel features of the audio config, their frame mask where the
+    model takes one, as many placeholders as the model's own audio features have rows; a causal-LM head."""
+    spec = archs_for("full")[arch]
+    assert spec.feed == "alm" and spec.tasks[0] == "causal_lm"
+    model = build_model(spec, "causal_lm")
+    batch = spec.make_batch("causal_lm", model, "padded", 0)
+    tok = next(getattr(model.config, k) for k in ("audio_token_id", "audio_token_index") if hasattr(model.config, k))
+    per_sample = (batch["input_ids"] == tok).sum(1).tolist()
+    assert per_sample[0] == per_sample[1] > 0
+    spec.loss("causal_lm", model(**batch)).backward()   # the model's own check: placeholders == audio rows
+    tower = [p for n, p in model.named_parameters() if "audio_tower" in n and p.requires_grad]   # (not the fixed
+    assert tower and all(p.grad is not None for p in tower)                                     # sinusoids)
 
 
 @pytest.mark.parametrize("arch", ["blip-2", "instructblip", "kosmos-2"])

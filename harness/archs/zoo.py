@@ -161,6 +161,14 @@ PER_ARCH: dict[str, dict[str, Any]] = {
                              "vision_config.intermediate_layers_indices": [0, 1], "vision_config.num_global_layers": 1,
                              "vision_config.vision_output_dim": 96, "vision_config.max_num_tiles": 2,
                              "vision_config.supported_aspect_ratios": [[1, 1], [1, 2], [2, 1]]}},
+    # Voxtral's projector reads the audio states 4 frames at a time: audio intermediate_size = 4 x the tower's width
+    "voxtral": {"overrides": {"audio_config.intermediate_size": 128}},
+    # audio LMs whose audio input the alm feed does not synthesise yet (seen on 5.24.0), trained on text alone as
+    # before it: Fun-ASR-Nano's and GLM-ASR's towers take other feature shapes, Qwen3-ASR's a multiple of its window
+    # (100 frames), MOSS and MusicFlamingo count their tokens with more inputs (a padding mask; the ids)
+    # (NeMo SpeechLM too, below: its FastConformer tower's widths)
+    **{mt: {"feed": "text"} for mt in ("fun_asr_nano", "glmasr", "moss_transcribe_diarize", "musicflamingo",
+                                      "qwen3_asr")},
     "time_series_transformer": _TS, "informer": _TS, "autoformer": _TS,
     "idefics3": _TILES, "smolvlm": _TILES, "modernvbert": _TILES, "ultravbert": _TILES,
     # Idefics2's perceiver resampler: 2 heads of 8 and 8 latents (default 16 x 96 and 64: 100 MB of activations)
@@ -239,7 +247,8 @@ PER_ARCH: dict[str, dict[str, Any]] = {
     "ernie4_5_vl_moe": {"overrides": {"text_config.rope_scaling": {"mrope_section": [1, 1, 2]},
                                       "text_config.moe_intermediate_size": [40, 40]}},
     "hunyuan_vl": _HUNYUAN_POS, "hy_v4_vl": _HUNYUAN_POS,
-    "nemo_speechlm": {"overrides": {"text_config.layers_block_type": ["linear_attention", "moe", "full_attention"],
+    "nemo_speechlm": {"feed": "text",
+                      "overrides": {"text_config.layers_block_type": ["linear_attention", "moe", "full_attention"],
                                     "text_config.num_hidden_layers": 3, "text_config.mamba_num_heads": 4,
                                     "text_config.mamba_head_dim": 8, "text_config.ssm_state_size": 16,
                                     "text_config.moe_shared_expert_intermediate_size": 16}},
@@ -250,7 +259,7 @@ NEEDS_BBOX = ("udop",)   # text models whose forward requires token boxes
 # the same with Qwen2-VL patch grids, or with several images (tiles) per sample; such patches and grids alone (a
 # VLM's vision tower); SigLIP2's patches with their mask and (h, w) shapes; pixels (or video frames); raw waveform; (frames, mel) spectrogram; mel features
 # channels-first (Whisper) or time-first; past/future values of a time series
-FEEDS = ("text", "text+pixels", "vlm", "vlm_grid", "vlm_tiles", "vlm_cross", "patch_grid", "naflex", "pixels", "waveform",
+FEEDS = ("text", "text+pixels", "vlm", "vlm_grid", "vlm_tiles", "vlm_cross", "alm", "patch_grid", "naflex", "pixels", "waveform",
          "spectrogram", "mel_cf", "mel_tf", "time_series")
 
 
@@ -296,7 +305,38 @@ def heads_of(model_type: str) -> dict[str, str]:
     vlm = _name(_mapping("MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES").get(model_type))
     if vlm and not is_encoder_decoder(model_type):
         out["causal_lm"] = vlm
+    alm = _audio_lm_head(model_type)
+    if alm:
+        out["causal_lm"] = alm
+        if out.get("seq2seq_lm") == alm:
+            del out["seq2seq_lm"]
     return out
+
+
+_ALM_MAPPINGS = ("MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES", "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES",
+                 "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES")
+
+
+@functools.lru_cache(maxsize=None)
+def _audio_lm(model_type: str) -> bool:
+    """A decoder-only language model fed audio features at audio-token placeholders (Qwen2-Audio, Voxtral, ...):
+    its default config has an audio sub-config and an audio token id, and is no encoder-decoder. The auto mappings
+    list several as speech seq2seq or seq2seq models."""
+    from transformers import AutoConfig
+
+    try:
+        cfg = AutoConfig.for_model(model_type)
+    except Exception:  # noqa: BLE001 - no config, no audio LM
+        return False
+    return (getattr(cfg, "audio_config", None) is not None and any(k in vars(cfg) for k in _AUDIO_TOKEN_KEYS)
+            and getattr(cfg, "vision_config", None) is None and not getattr(cfg, "is_encoder_decoder", False))
+
+
+def _audio_lm_head(model_type: str) -> str | None:
+    """An audio language model's head that trains as a causal LM (None for other model types)."""
+    if not _audio_lm(model_type):
+        return None
+    return next((n for a in _ALM_MAPPINGS if (n := _name(_mapping(a).get(model_type)))), None)
 
 
 def _auto_head(model_type: str, task: str) -> str | None:
@@ -306,7 +346,7 @@ def _auto_head(model_type: str, task: str) -> str | None:
 
 
 def is_encoder_decoder(model_type: str) -> bool:
-    return any(model_type in _mapping(a) for a in _ENC_DEC_MAPPINGS)
+    return any(model_type in _mapping(a) for a in _ENC_DEC_MAPPINGS) and not _audio_lm(model_type)
 
 
 def candidate_tasks(model_type: str) -> list[tuple[str, str]]:
@@ -362,6 +402,9 @@ def feed_of(cls, task: str, cfg=None) -> tuple[str | None, str]:
         if getattr(cfg, "vision_config", None) is not None and _image_token_id(cfg) is not None:
             # a language model fed image tokens + pixels; as flattened patches + their grid when it takes one
             return ("vlm_grid" if _accepts(cls, "image_grid_thw") else "vlm"), "multimodal"
+        if getattr(cfg, "audio_config", None) is not None and any(k in vars(cfg) for k in _AUDIO_TOKEN_KEYS) \
+                and _accepts(cls, "input_features"):   # a language model fed audio tokens + mel features
+            return "alm", "multimodal"
         return "text", "text"
     if main == "pixel_values":
         return "pixels", "vision"
@@ -478,6 +521,10 @@ def shrunk_values(cfg) -> dict[str, Any]:
                     spare -= 1
             if d.get("pad_token_id", 0) is None and "pad_token_id" in d:
                 out[prefix + "pad_token_id"] = 0
+            for k in _AUDIO_TOKEN_KEYS:   # an audio LM's placeholder id left unset by default (Voxtral)
+                if k in d and d[k] is None and d.get("audio_config") is not None:
+                    out[prefix + k] = spare
+                    spare -= 1
 
     walk(cfg, "")
     if getattr(cfg, "is_encoder_decoder", False) and "decoder_start_token_id" in vars(cfg) \
@@ -661,7 +708,7 @@ class LazyOverrides(Mapping):
 def default_inputs(feed: str) -> tuple[str, ...]:
     """The input variants a feed is run with: an attention mask and a padded batch only where the input is text
     (plus, at most, image tokens at fixed places)."""
-    return base.INPUTS if feed in ("text", "vlm", "vlm_tiles", "vlm_cross") else ("unmasked",)
+    return base.INPUTS if feed in ("text", "vlm", "vlm_tiles", "vlm_cross", "alm") else ("unmasked",)
 
 
 def _entry(model_type: str, task: str, name: str, cls, cfg, overrides) -> tuple[dict | None, str]:
@@ -772,7 +819,7 @@ def make_batch(spec: ZooSpec, task: str, model, inputs: str, step: int, seed: in
         return batch
     gen = _gen(step, seed)
     batch: dict[str, Any] = {}
-    if feed in ("vlm", "vlm_grid", "vlm_tiles", "vlm_cross"):
+    if feed in ("vlm", "vlm_grid", "vlm_tiles", "vlm_cross", "alm"):
         batch = _vlm_batch(spec, task, model, inputs, gen)
         _decoder_ids(spec, task, model, batch, step, seed)
         return batch
@@ -816,19 +863,8 @@ def make_batch(spec: ZooSpec, task: str, model, inputs: str, step: int, seed: in
         batch["input_values"] = torch.randn(BATCH, WAVE_LEN, generator=gen)
     elif feed == "spectrogram":
         batch["input_values"] = torch.randn(BATCH, cfg.max_length, cfg.num_mel_bins, generator=gen)
-    elif feed == "mel_cf":
-        c = _sub(cfg, "max_source_positions")
-        batch["input_features"] = torch.randn(BATCH, c.num_mel_bins, 2 * c.max_source_positions, generator=gen)
-    elif feed == "mel_tf":
-        c = cfg
-        for key in ("feature_projection_input_dim", "input_feat_per_channel", "num_mel_bins", "feature_size"):
-            c = _sub(cfg, key)
-            if hasattr(c, key):
-                dim = getattr(c, key) * (getattr(c, "input_channels", 1) if key == "input_feat_per_channel" else 1)
-                break
-        else:
-            raise ValueError("mel_tf feed: no feature dimension in the config")
-        batch["input_features"] = torch.randn(BATCH, MEL_FRAMES, dim, generator=gen)
+    elif feed in ("mel_cf", "mel_tf"):
+        batch["input_features"] = _mel(cfg, gen, channels_first=feed == "mel_cf")
     else:
         raise ValueError(f"unknown feed {feed!r}")
     base.add_labels(task, batch, model, gen)
@@ -836,8 +872,59 @@ def make_batch(spec: ZooSpec, task: str, model, inputs: str, step: int, seed: in
     return batch
 
 
-def _image_token_id(cfg) -> int | None:
-    for k in ("image_token_id", "image_token_index"):
+def _mel(cfg, gen, channels_first: bool) -> torch.Tensor:
+    """Mel features for `cfg` (or its audio sub-config): channels-first (batch, mel, 2 x max_source_positions), as a
+    Whisper-style encoder takes exactly, or time-first (batch, MEL_FRAMES, feature dim)."""
+    if channels_first:
+        c = _sub(cfg, "max_source_positions")
+        return torch.randn(BATCH, c.num_mel_bins, 2 * c.max_source_positions, generator=gen)
+    for key in ("feature_projection_input_dim", "input_feat_per_channel", "num_mel_bins", "feature_size"):
+        c = _sub(cfg, key)
+        if hasattr(c, key):
+            dim = getattr(c, key) * (getattr(c, "input_channels", 1) if key == "input_feat_per_channel" else 1)
+            return torch.randn(BATCH, MEL_FRAMES, dim, generator=gen)
+    raise ValueError("mel_tf feed: no feature dimension in the config")
+
+
+_FEATURE_MASKS = ("input_features_mask", "feature_attention_mask")
+
+
+def _audio_features(cfg, gen, cls) -> tuple[torch.Tensor, dict[str, Any]]:
+    """An audio language model's audio input: mel features of its audio config (channels-first for a Whisper-style
+    tower, which has max_source_positions) and, if `cls` takes one, their frame mask (all frames real)."""
+    ac = cfg.audio_config
+    cf = hasattr(ac, "max_source_positions") and hasattr(ac, "num_mel_bins")
+    feats = _mel(ac, gen, channels_first=cf)
+    extras = {}
+    for arg in _FEATURE_MASKS:
+        if _accepts(cls, arg):
+            extras[arg] = torch.ones(BATCH, feats.shape[2 if cf else 1], dtype=torch.long)
+    return feats, extras
+
+
+def _audio_fn(model):
+    """What counts an audio LM's audio tokens: its get_audio_features, else its audio tower's forward (whose output
+    is what fills the placeholders, e.g. Qwen2-Audio's pooled encoder states)."""
+    inner = getattr(model, "model", None)
+    fn = getattr(model, "get_audio_features", None) or getattr(inner, "get_audio_features", None)
+    if fn is not None:
+        return fn
+    for name in ("audio_tower", "audio_encoder", "audio_model"):
+        tower = getattr(model, name, None) or getattr(inner, name, None)
+        if tower is not None:
+            return tower.forward
+    raise ValueError(f"alm feed: {type(model).__name__} has no get_audio_features or audio tower to count tokens with")
+
+
+_AUDIO_TOKEN_KEYS = ("audio_token_id", "audio_token_index")
+
+
+def _audio_token_id(cfg) -> int | None:
+    return _image_token_id(cfg, _AUDIO_TOKEN_KEYS)
+
+
+def _image_token_id(cfg, keys=("image_token_id", "image_token_index")) -> int | None:
+    for k in keys:
         v = getattr(cfg, k, None)
         if isinstance(v, int) and not isinstance(v, bool):
             return v
@@ -888,28 +975,31 @@ def _image_extras(model, pixel_values) -> dict[str, Any]:
 _TOKENS_PER_IMAGE: dict[tuple, int] = {}
 
 
-def _image_tokens_per_image(model, pixel_values, extras, images: int) -> int:
+def _image_tokens_per_image(model, pixel_values, extras, images: int, fn=None, arg: str = "pixel_values") -> int:
     """How many image-token placeholders each of `images` images takes: asked of the model's own
-    get_image_features (the count is the model's: HunYuan-VL and HY-V4-VL add a token per row of patches)."""
-    fn = _image_fn(model)
+    get_image_features (the count is the model's: HunYuan-VL and HY-V4-VL add a token per row of patches); with
+    `fn` and `arg`, of another media's (audio: :func:`_audio_fn`, input_features)."""
+    fn = fn or _image_fn(model)
     params = inspect.signature(fn).parameters
     passes_on = any(p.kind is p.VAR_KEYWORD for p in params.values())   # VideoLLaMA3's merge sizes go through **kwargs
     kw = {k: v for k, v in extras.items() if k in params or passes_on}
     for k in _required(params):   # settings the forward passes from the config (4.x Llama 4: the feature strategy)
-        if k not in kw and k != "pixel_values":
+        if k not in kw and k != arg:
             c = model.config
             kw[k] = getattr(c, k) if hasattr(c, k) else getattr(c.vision_config, k)
     was = model.training
     model.eval()
     try:
         with torch.no_grad():
-            f = fn(pixel_values=pixel_values, **kw)
+            f = fn(**{arg: pixel_values}, **kw)
     finally:
         model.train(was)
     if hasattr(f, "pooler_output") and not isinstance(f, torch.Tensor):
         # transformers 5: the features that fill the placeholders are pooler_output (last_hidden_state is the
         # vision tower's own output); an output without them counts its first field
         f = f.pooler_output if f.pooler_output is not None else f[0]
+    elif hasattr(f, "to_tuple"):   # a tower's own output (Qwen2-Audio's encoder): its states
+        f = f[0]
     if isinstance(f, (list, tuple)) and isinstance(f[0], (list, tuple)):
         f = f[0]   # (features, extras): 4.x Qwen3-VL's (features of each image, deepstack features)
     parts = f if isinstance(f, (list, tuple)) else [f]
@@ -964,6 +1054,8 @@ def _vlm_batch(spec, task, model, inputs, gen) -> dict[str, Any]:
         pix, extras = _grid_pixels(cfg.vision_config, gen, type(model))
     elif spec.feed == "vlm_cross":
         pix, extras = _tiled_image(cfg.vision_config, gen)
+    elif spec.feed == "alm":
+        pix, extras = _audio_features(cfg, gen, type(model))
     else:
         pix = _pixels(cfg, gen)
         if spec.feed == "vlm_tiles":   # (batch, tiles, C, H, W): several images, or an image's any-resolution tiles
@@ -973,9 +1065,10 @@ def _vlm_batch(spec, task, model, inputs, gen) -> dict[str, Any]:
     if spec.feed == "vlm_cross":   # the text reads the image by cross-attention: one image token marks its place
         _TOKENS_PER_IMAGE[key] = 1
     if key not in _TOKENS_PER_IMAGE:   # a function of the config and the shapes: asked once per arch
-        _TOKENS_PER_IMAGE[key] = _image_tokens_per_image(model, pix, extras, BATCH)
+        media = dict(fn=_audio_fn(model), arg="input_features") if spec.feed == "alm" else {}
+        _TOKENS_PER_IMAGE[key] = _image_tokens_per_image(model, pix, extras, BATCH, **media)
     n = _TOKENS_PER_IMAGE[key]
-    tok = _image_token_id(cfg)
+    tok = _audio_token_id(cfg) if spec.feed == "alm" else _image_token_id(cfg)
     ids = base._ids(gen, base._vocab(model))
     for sid in _special_ids(cfg):    # no stray special/image token in the text
         ids = ids.masked_fill(ids == sid, 5)
@@ -984,7 +1077,7 @@ def _vlm_batch(spec, task, model, inputs, gen) -> dict[str, Any]:
     if isinstance(start, int):   # models that locate images by their start marker
         image = torch.cat([torch.full((BATCH, 1), start), image], dim=1)
     ids = torch.cat([ids[:, :IMAGE_AT], image, ids[:, IMAGE_AT:]], dim=1)
-    batch: dict[str, Any] = {"pixel_values": pix, **extras}
+    batch: dict[str, Any] = {("input_features" if spec.feed == "alm" else "pixel_values"): pix, **extras}
     length = ids.shape[1]
     if inputs != "unmasked":
         mask = torch.ones(BATCH, length, dtype=torch.long)
