@@ -256,11 +256,12 @@ PER_ARCH: dict[str, dict[str, Any]] = {
 
 NEEDS_BBOX = ("udop",)   # text models whose forward requires token boxes
 # input rules of make_batch: token ids; ids + pixels (dual encoders); ids with image tokens + pixels (VLMs);
-# the same with Qwen2-VL patch grids, or with several images (tiles) per sample; such patches and grids alone (a
-# VLM's vision tower); SigLIP2's patches with their mask and (h, w) shapes; pixels (or video frames); raw waveform; (frames, mel) spectrogram; mel features
-# channels-first (Whisper) or time-first; past/future values of a time series
-FEEDS = ("text", "text+pixels", "vlm", "vlm_grid", "vlm_tiles", "vlm_cross", "alm", "patch_grid", "naflex", "pixels", "waveform",
-         "spectrogram", "mel_cf", "mel_tf", "time_series")
+# the same with Qwen2-VL patch grids, or with several images (tiles) per sample, or with an image's tiles read by
+# cross-attention (Mllama); ids with audio tokens + mel features (audio LMs); such patches and grids alone (a VLM's
+# vision tower); SigLIP2's patches with their mask and (h, w) shapes; pixels (or video frames); raw waveform; (frames,
+# mel) spectrogram; mel features channels-first (Whisper) or time-first; past/future values of a time series
+FEEDS = ("text", "text+pixels", "vlm", "vlm_grid", "vlm_tiles", "vlm_cross", "alm", "patch_grid", "naflex", "pixels",
+         "waveform", "spectrogram", "mel_cf", "mel_tf", "time_series")
 
 
 @dataclass(frozen=True)
@@ -328,8 +329,12 @@ def _audio_lm(model_type: str) -> bool:
         cfg = AutoConfig.for_model(model_type)
     except Exception:  # noqa: BLE001 - no config, no audio LM
         return False
-    return (getattr(cfg, "audio_config", None) is not None and any(k in vars(cfg) for k in _AUDIO_TOKEN_KEYS)
-            and getattr(cfg, "vision_config", None) is None and not getattr(cfg, "is_encoder_decoder", False))
+    return _hears(cfg) and getattr(cfg, "vision_config", None) is None and not getattr(cfg, "is_encoder_decoder", False)
+
+
+def _hears(cfg) -> bool:
+    """Whether a config has an audio sub-config and an audio-token setting (unset in Voxtral's default config)."""
+    return getattr(cfg, "audio_config", None) is not None and any(k in vars(cfg) for k in _AUDIO_TOKEN_KEYS)
 
 
 def _audio_lm_head(model_type: str) -> str | None:
@@ -402,8 +407,7 @@ def feed_of(cls, task: str, cfg=None) -> tuple[str | None, str]:
         if getattr(cfg, "vision_config", None) is not None and _image_token_id(cfg) is not None:
             # a language model fed image tokens + pixels; as flattened patches + their grid when it takes one
             return ("vlm_grid" if _accepts(cls, "image_grid_thw") else "vlm"), "multimodal"
-        if getattr(cfg, "audio_config", None) is not None and any(k in vars(cfg) for k in _AUDIO_TOKEN_KEYS) \
-                and _accepts(cls, "input_features"):   # a language model fed audio tokens + mel features
+        if _hears(cfg) and _accepts(cls, "input_features"):   # a language model fed audio tokens + mel features
             return "alm", "multimodal"
         return "text", "text"
     if main == "pixel_values":
@@ -1063,11 +1067,12 @@ def _vlm_batch(spec, task, model, inputs, gen) -> dict[str, Any]:
         extras = _image_extras(model, pix)
     key = (spec.name, task, tuple(pix.shape), repr({k: getattr(v, "tolist", lambda: v)() for k, v in extras.items()}))
     if spec.feed == "vlm_cross":   # the text reads the image by cross-attention: one image token marks its place
-        _TOKENS_PER_IMAGE[key] = 1
-    if key not in _TOKENS_PER_IMAGE:   # a function of the config and the shapes: asked once per arch
-        media = dict(fn=_audio_fn(model), arg="input_features") if spec.feed == "alm" else {}
-        _TOKENS_PER_IMAGE[key] = _image_tokens_per_image(model, pix, extras, BATCH, **media)
-    n = _TOKENS_PER_IMAGE[key]
+        n = 1
+    else:
+        if key not in _TOKENS_PER_IMAGE:   # a function of the config and the shapes: asked once per arch
+            media = dict(fn=_audio_fn(model), arg="input_features") if spec.feed == "alm" else {}
+            _TOKENS_PER_IMAGE[key] = _image_tokens_per_image(model, pix, extras, BATCH, **media)
+        n = _TOKENS_PER_IMAGE[key]
     tok = _audio_token_id(cfg) if spec.feed == "alm" else _image_token_id(cfg)
     ids = base._ids(gen, base._vocab(model))
     for sid in _special_ids(cfg):    # no stray special/image token in the text
