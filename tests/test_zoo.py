@@ -229,8 +229,9 @@ def test_audio_language_models_get_audio_features_and_their_placeholders(arch):
     per_sample = (batch["input_ids"] == tok).sum(1).tolist()
     assert per_sample[0] == per_sample[1] > 0
     spec.loss("causal_lm", model(**batch)).backward()   # the model's own check: placeholders == audio rows
-    tower = [p for n, p in model.named_parameters() if "audio_tower" in n and p.requires_grad]   # (not the fixed
-    assert tower and all(p.grad is not None for p in tower)                                     # sinusoids)
+    # every trainable tensor of the audio tower (its sinusoidal positions are fixed, requires_grad False)
+    tower = [p for n, p in model.named_parameters() if "audio_tower" in n and p.requires_grad]
+    assert tower and all(p.grad is not None for p in tower)
 
 
 @pytest.mark.parametrize("arch", ["blip-2", "instructblip", "kosmos-2"])
