@@ -1054,12 +1054,15 @@ def _tiled_image(vc, gen) -> tuple[torch.Tensor, dict[str, Any]]:
 
 def _vlm_batch(spec, task, model, inputs, gen) -> dict[str, Any]:
     cfg = model.config
+    # the media's input name, placeholder id and what counts its placeholders: an image's unless audio
+    arg, tok, counter = "pixel_values", _image_token_id(cfg), _image_fn
     if spec.feed == "vlm_grid":
         pix, extras = _grid_pixels(cfg.vision_config, gen, type(model))
     elif spec.feed == "vlm_cross":
         pix, extras = _tiled_image(cfg.vision_config, gen)
     elif spec.feed == "alm":
         pix, extras = _audio_features(cfg, gen, type(model))
+        arg, tok, counter = "input_features", _audio_token_id(cfg), _audio_fn
     else:
         pix = _pixels(cfg, gen)
         if spec.feed == "vlm_tiles":   # (batch, tiles, C, H, W): several images, or an image's any-resolution tiles
@@ -1070,10 +1073,8 @@ def _vlm_batch(spec, task, model, inputs, gen) -> dict[str, Any]:
         n = 1
     else:
         if key not in _TOKENS_PER_IMAGE:   # a function of the config and the shapes: asked once per arch
-            media = dict(fn=_audio_fn(model), arg="input_features") if spec.feed == "alm" else {}
-            _TOKENS_PER_IMAGE[key] = _image_tokens_per_image(model, pix, extras, BATCH, **media)
+            _TOKENS_PER_IMAGE[key] = _image_tokens_per_image(model, pix, extras, BATCH, fn=counter(model), arg=arg)
         n = _TOKENS_PER_IMAGE[key]
-    tok = _audio_token_id(cfg) if spec.feed == "alm" else _image_token_id(cfg)
     ids = base._ids(gen, base._vocab(model))
     for sid in _special_ids(cfg):    # no stray special/image token in the text
         ids = ids.masked_fill(ids == sid, 5)
@@ -1082,7 +1083,7 @@ def _vlm_batch(spec, task, model, inputs, gen) -> dict[str, Any]:
     if isinstance(start, int):   # models that locate images by their start marker
         image = torch.cat([torch.full((BATCH, 1), start), image], dim=1)
     ids = torch.cat([ids[:, :IMAGE_AT], image, ids[:, IMAGE_AT:]], dim=1)
-    batch: dict[str, Any] = {("input_features" if spec.feed == "alm" else "pixel_values"): pix, **extras}
+    batch: dict[str, Any] = {arg: pix, **extras}
     length = ids.shape[1]
     if inputs != "unmasked":
         mask = torch.ones(BATCH, length, dtype=torch.long)
