@@ -107,20 +107,30 @@ VISION_TOWERS_NO_EMBEDDINGS_5 = ("cohere_compass_vision", "cosmos3_edge_vision",
 # transformers 5's gradient_checkpointing_enable hooks them as text models, so adapter_first keeps its gradients too
 VISION_TOWERS_HOOKED_5 = ("exaone4_5_vision", "lfm3_vl_vision", "qwen2_5_vl_vision")
 # ... those whose patch embedding is a Linear that the weight methods' generic targets adapt (the projection case);
-# SigLIP2's native-resolution tower too (fed its patches: 4.57.6 and 5.24.0)
+# SigLIP2's native-resolution tower too (fed its patches: 4.57.6 and 5.24.0), and LFM2-VL's, which is one
+# (and Qwen3-ASR's audio encoder: the Linear conv_out after its subsampling convs)
+FRONT_PATCH_EMBED = ("cosmos3_edge_vision", "muse_glimmer_vision", "muse_spark_vision", "siglip2_vision_model",
+                     "lfm2_vl", "qwen3_asr_encoder")
 # Gemma 3n and Gemma 4 shrunk with KV sharing (num_kv_shared_layers=2 of 4 layers, as the E-series checkpoints share
 # their last layers' K/V): transformers 5 hands the shared K/V over in a dict
 KV_SHARING = ("gemma3n_text", "gemma4_text", "gemma4", "gemma4_unified")
 # vision-language models whose language model reads the image states by cross-attention layers, handed the states by
 # keyword (Mllama, shrunk with 2 cross-attention layers of 3)
 CROSS_ATTENTION_IMAGE = ("mllama",)
-FRONT_PATCH_EMBED = ("cosmos3_edge_vision", "muse_glimmer_vision", "muse_spark_vision", "siglip2_vision_model")
+# audio LMs of transformers 5 whose audio encoder has no input embeddings to hook: GLM-ASR's lacks the
+# `_input_embed_layer = "conv1"` its Whisper-derived siblings (Qwen2-Audio, Voxtral, AudioFlamingo3, MOSS) declare,
+# Fun-ASR-Nano's has no input layer at all (fed audio since 2026-12-04; seen on 5.24.0) ...
+AUDIO_TOWER_5 = ("glmasr", "fun_asr_nano")
+# ... and the encoders alone
+AUDIO_TOWERS_NO_EMBEDDINGS_5 = ("glmasr_encoder", "fun_asr_nano_encoder")
+# models with no parameter in front of their first checkpointed layer (transformers 5)
+NO_FRONT_PARAMETERS_5 = ("fun_asr_nano", "fun_asr_nano_encoder")
 # on transformers 5, enable_input_require_grads hooks the input embeddings of every PreTrainedModel inside the model:
 # CLIP-like models whose towers are such models lose nothing (LoRA, reentrant, both orders, 5.24.0); VITS keeps its
 # embeddings in a plain module and loses
 NO_INPUT_EMBEDDINGS_5 = tuple(a for a in NO_INPUT_EMBEDDINGS if a not in (
     "altclip", "chinese_clip", "clip", "clipseg", "metaclip_2", "siglip", "siglip2")) + ("vits", "segformer") + \
-    VISION_TOWERS_NO_EMBEDDINGS_5
+    VISION_TOWERS_NO_EMBEDDINGS_5 + AUDIO_TOWERS_NO_EMBEDDINGS_5
 # models whose input-embedding module returns a tuple (patch embeddings with their spatial shape)
 TUPLE_EMBEDDINGS = ("beit", "data2vec-vision", "donut-swin", "focalnet", "hiera", "internvl_vision",
                     "maskformer-swin", "swin", "swinv2", "timesformer")
@@ -149,6 +159,8 @@ FRONT_PROJECTION = ("rembert", "wav2vec2-bert", "roc_bert", "florence2",
                     "radio",   # its patch_projection (transformers 5, probed: left out, the loss comes back)
                     # the feature stacking's projection (transformers 5; seen on 5.24.0, every weight method)
                     "nemotron3_5_transcribe_asr_audio", "nemotron3_diarization_audio",
+                    # ... and the diarization model and transcription tower around those (seen on 5.24.0)
+                    "nemotron3_diarization", "nemotron3_5_transcribe_audio",
                     # its per-layer-input projection and norm, and its AltUp projections, all in front of the
                     # layers (seen on 4.57.6: every weight method and LN tuning keeps its gradients; not probed)
                     "gemma3n_text")
@@ -426,22 +438,25 @@ EXPECTATIONS: list[Expect] = [
            "text side: a value difference the size of the tower's part, below the tolerance where small (seen on "
            "5.24.0: CLIP-like models and Qwen3-VL)", f"{TF5}/modeling_utils.py#L3198",
            {"peft": ">=0.18", "transformers": ">=5"}, below_tolerance=True),
-    Expect({**P, "arch": VISION_TOWER_5, "method": PEFT_WEIGHT_METHODS, "gc_mode": "reentrant"},
+    Expect({**P, "arch": VISION_TOWER_5 + AUDIO_TOWER_5, "method": PEFT_WEIGHT_METHODS, "gc_mode": "reentrant"},
            (Outcome.MISSING_GRAD, Outcome.GC_ERROR),
            "transformers 5's gradient_checkpointing_enable (and peft's call in gc_first order) hook only the text "
            "embeddings of a vision-language model: the adapters inside its reentrant-checkpointed vision tower (a "
-           "conv patch embedding in front) get no gradient, in either order (seen on 5.24.0 with DoRA and PSOFT)",
+           "conv patch embedding in front) get no gradient, in either order (seen on 5.24.0 with DoRA and PSOFT); "
+           "likewise an audio tower without input embeddings (GLM-ASR's, Fun-ASR-Nano's; seen on 5.24.0, every "
+           "weight method)",
            f"{TF5}/modeling_utils.py#L3198", {"peft": ">=0.18", "transformers": ">=5"}),
     Expect({**P, "arch": ("cosmos3_omni", "glm5_next", "glm_ocr", "qwen3_5", "qwen3_5_moe", "qwen3_omni_moe_thinker",
                           "qwen3_vl", "qwen3_vl_moe", "radio", "speech_to_text", "nemotron_asr_streaming_encoder",
-                          "nemotron3_5_asr", "nemotron_asr_streaming", "hunyuan_vl", "hy_v4_vl", "cosmos3_edge"),
-            "method": "ln_tuning", "gc_mode": "reentrant"}, (Outcome.MISSING_GRAD, Outcome.GC_ERROR),
+                          "nemotron3_5_asr", "nemotron_asr_streaming", "hunyuan_vl", "hy_v4_vl", "cosmos3_edge")
+            + AUDIO_TOWER_5, "method": "ln_tuning", "gc_mode": "reentrant"}, (Outcome.MISSING_GRAD, Outcome.GC_ERROR),
            "LN tuning adapts the norms inside the checkpointed blocks (a vision tower's, as the rule above; an audio "
            "encoder's, behind its subsampling, which the weight methods' generic targets adapt on the Nemotron ASR "
            "encoders but LN tuning does not) and nothing in front of them requires grad: "
            "under reentrant checkpointing they get no gradient in either order (seen on 5.24.0; RADIO: the weight "
            "methods' generic targets adapt its patch_projection, LN tuning has no norm in front to adapt; so do "
-           "Cosmos3-Edge's, whose Linear patch embedding keeps the weight methods' gradients)",
+           "Cosmos3-Edge's, whose Linear patch embedding keeps the weight methods' gradients; the audio towers without "
+           "input embeddings, above)",
            f"{TF5}/modeling_utils.py", {"peft": ">=0.18", "transformers": ">=5"}),
     Expect({**P, "arch": "pp_lcnet", "method": "ln_tuning", "gc_mode": "non_reentrant"}, Outcome.MISMATCH,
            "LN tuning adapts the BatchNorms inside PP-LCNet's checkpointed conv blocks, so (unlike with LoRA, below) "
@@ -492,13 +507,14 @@ EXPECTATIONS: list[Expect] = [
     Expect({**P, "arch": "udop", "order": "adapter_first"}, Outcome.GC_ERROR,
            "as above, on every task of UDOP (seen with the LoRA family once the harness fed its decoder under "
            "peft's wrapper)", f"{TF_SRC}/models/udop/modeling_udop.py", {"transformers": ">=5"}),
-    Expect({**P, "arch": ("lfm3_vl_vision", "siglip2"), "method": ("adalora", "c3a", "gralora"), "order": "gc_first"},
+    Expect({**P, "arch": ("lfm3_vl_vision", "siglip2", "lfm2_vl"), "method": ("adalora", "c3a", "gralora"),
+            "order": "gc_first"},
            Outcome.GC_ERROR,
            "the same in-place add on the hooked leaf, made by the adapter: LFM3-VL's vision tower's input embeddings "
            "are its patch embedding, a Linear the generic targets adapt; enable_input_require_grads hooked it before "
            "peft wrapped it, so the base layer's output is a leaf requiring grad, to which AdaLoRA, C3A and GraLoRA "
            "add in place (`result += ...`; LoRA adds out of place); both gc modes (seen on 5.24.0; SigLIP2's "
-           "vision tower inside Siglip2Model the same, peft/tuners/c3a/layer.py:199)",
+           "vision tower inside Siglip2Model and LFM2-VL's the same, peft/tuners/c3a/layer.py:199)",
            f"{PEFT_SRC}/tuners/adalora/layer.py#L195", {"peft": ">=0.14", "transformers": ">=5"}),
     Expect({"backend": "full", "arch": ("deberta-v2", "sew-d"), "gc_mode": "reentrant"}, Outcome.GC_ERROR,
            "the layer-normed relative embeddings (below) on transformers 5 too (seen on 5.24.0)",
@@ -549,9 +565,9 @@ EXPECTATIONS: list[Expect] = [
            (Outcome.MISSING_GRAD, Outcome.GC_ERROR),
            "peft's reentrant adapter_first loss of gradients (below) comes first here", f"{PEFT_SRC}/peft_model.py",
            {"peft": ">=0.18", "transformers": ">=4.57,<5"}),
-    Expect({"arch": ("glm4v", "imagegpt")}, Outcome.GC_ERROR,
-           "the model's checkpointed path raises (glm4v: 3-D rope position ids expanded as 2-D; imagegpt: "
-           "a None added in the checkpointed branch)", f"{TF_SRC}/models", {"transformers": ">=4.57,<5"}),
+    Expect({"arch": ("glm4v", "glm4v_moe", "imagegpt")}, Outcome.GC_ERROR,
+           "the model's checkpointed path raises (GLM-4V and GLM-4.5V: 3-D rope position ids expanded as 2-D; "
+           "imagegpt: a None added in the checkpointed branch)", f"{TF_SRC}/models", {"transformers": ">=4.57,<5"}),
     Expect({"arch": ("glm4v_text", "glm4v_moe_text"), "inputs": "unmasked"}, Outcome.GC_ERROR,
            "as GLM-4V: with no mask passed the checkpointed forward (use_cache forced off) expands the 3-D rope "
            "position ids as 2-D and raises, full fine-tuning too (seen on 4.57.6, every gc mode and order)",
@@ -561,6 +577,14 @@ EXPECTATIONS: list[Expect] = [
            "checkpoint gets only the pixels (no grad) as input: the parameters inside it get no gradient (feature "
            "loss: nothing requires grad), full fine-tuning included (seen on 4.57.6 and 5.24.0)",
            f"{TF_SRC}/models/pvt_v2/modeling_pvt_v2.py", {"transformers": ">=4.57"}),
+    Expect({"backend": "full", "arch": NO_FRONT_PARAMETERS_5, "gc_mode": "reentrant"},
+           (Outcome.MISSING_GRAD, Outcome.GC_ERROR),
+           "Fun-ASR-Nano's audio encoder has no parameter in front of its first checkpointed layer (stacked mel "
+           "frames, scaled, plus fixed sinusoidal positions) and no input embeddings to hook: under reentrant "
+           "checkpointing no layer of it gets a gradient, full fine-tuning included (the audio LM: missing_grad; "
+           "the encoder alone: gc_error, its loss has no grad_fn; seen on 5.24.0, both orders; "
+           "cases/fun_asr_nano_audio_encoder_reentrant.py)",
+           f"{TF5}/models/fun_asr_nano/modeling_fun_asr_nano.py#L318", {"transformers": ">=5"}),
     Expect({"backend": "full", "arch": "zamba2", "inputs": "padded", "task": "seq_cls"}, Outcome.MISMATCH,
            "not recompute: checkpointing forces use_cache off, and Zamba2MambaMixer.torch_forward zeroes the pad "
            "positions after the causal conv1d only when a cache exists (L761-764); the no-cache branch (L770) lets "
@@ -696,6 +720,20 @@ EXPECTATIONS: list[Expect] = [
     Expect({**P, "arch": CROSS_ATTENTION_IMAGE, "gc_mode": "reentrant", "order": "adapter_first"}, Outcome.GC_ERROR,
            "as above in this order too: transformers 5's gradient_checkpointing_enable calls enable_input_require_grads "
            "itself (seen on 5.24.0)", f"{TF5}/modeling_utils.py#L3198", {"peft": ">=0.14", "transformers": ">=5"}),
+    Expect({**P, "arch": "qwen3_asr_encoder", "order": "gc_first", "method": tuple(
+            m for m in PEFT_INPUT_GRAD_METHODS + ("ln_tuning",)
+            if m not in ("boft", "deft", "dora", "hra", "osf", "shira", "waveft"))}, Outcome.NOT_CHECKPOINTED,
+           "more memory with checkpointing, from the input-grad hook: Qwen3-ASR's encoder returns the first of its "
+           "three subsampling convs (conv2d1) as input embeddings, so peft's enable_input_require_grads in gc_first "
+           "order makes the frozen conv stack keep its activations (the mel x frame grid at 1/2, 1/4, 1/8, 480 "
+           "channels released) for backward, which the plain peft run does not: 456 against 441 KB saved without "
+           "checkpointing (tiny config, its convs at the released proportion to the width, LoRA), and at the "
+           "released size with LoRA on q/v 17.1 MB against 14.1 MB per "
+           "100-frame chunk, 136.7 against 112.8 MB for 8 (measured by a throwaway script counting the non-parameter "
+           "tensors saved for backward). Both gc modes; adapter_first is not hooked and saves memory, and so do the "
+           "methods that keep more per layer (BOFT, DeFT, DoRA, HRA, OSF, SHiRA, WaveFT: the layers' savings "
+           "outweigh the stack in the tiny config; seen on 5.24.0)",
+           f"{TF5}/models/qwen3_asr/modeling_qwen3_asr.py#L366", {"peft": ">=0.14", "transformers": ">=5"}),
     Expect({**P, "arch": FRONT_PATCH_EMBED, "method": PEFT_INPUT_GRAD_METHODS, "gc_mode": "reentrant"},
            Outcome.EQUIVALENT,
            "the generic targets adapt the vision tower's patch embedding (a Linear in front of the first checkpointed "

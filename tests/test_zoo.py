@@ -215,12 +215,21 @@ def test_mllama_reads_a_tiled_image_through_more_than_one_cross_attention_layer(
     assert tower and all(p.grad is not None for p in tower)
 
 
-@pytest.mark.parametrize("arch", ["qwen2_audio", "voxtral"])
+# (transformers 5 only: GLM-ASR's tower opens with a Conv1d over the mel bins but has no max_source_positions;
+# Qwen3-ASR's reads whole windows of 2 x n_window frames; Fun-ASR's takes stacked frames time-first; MOSS's
+# get_audio_features requires a raw-audio mask; MusicFlamingo's requires the very ids whose placeholders are counted;
+# NeMo SpeechLM's tower holds a diarization model)
+ALMS_5 = ["glmasr", "qwen3_asr", "fun_asr_nano", "moss_transcribe_diarize", "musicflamingo", "nemo_speechlm"]
+
+
+@pytest.mark.parametrize("arch", ["qwen2_audio", "voxtral", *ALMS_5])
 def test_audio_language_models_get_audio_features_and_their_placeholders(arch):
     """Audio LMs (a language model fed audio-encoder states at audio-token placeholders) were trained on text
     alone, as feature models: the audio tower never ran and the verdict named most of their tensors 'never get a
     non-zero gradient, not vouched for'. The alm feed: mel features of the audio config, their frame mask where the
     model takes one, as many placeholders as the model's own audio features have rows; a causal-LM head."""
+    if arch in ALMS_5 and arch not in archs_for("full"):
+        pytest.skip(f"{arch} is a model type of transformers 5 only")
     spec = archs_for("full")[arch]
     assert spec.feed == "alm" and spec.tasks[0] == "causal_lm"
     model = build_model(spec, "causal_lm")
@@ -229,8 +238,48 @@ def test_audio_language_models_get_audio_features_and_their_placeholders(arch):
     per_sample = (batch["input_ids"] == tok).sum(1).tolist()
     assert per_sample[0] == per_sample[1] > 0
     spec.loss("causal_lm", model(**batch)).backward()   # the model's own check: placeholders == audio rows
-    # every trainable tensor of the audio tower (its sinusoidal positions are fixed, requires_grad False)
-    tower = [p for n, p in model.named_parameters() if "audio_tower" in n and p.requires_grad]
+    # every trainable tensor of the audio tower (its sinusoidal positions are fixed, requires_grad False) but NeMo
+    # SpeechLM's diarization model, which reaches the states only through thresholded speaker activity (no gradient)
+    tower = [(n, p) for n, p in model.named_parameters() if "audio_tower" in n and p.requires_grad]
+    assert tower and all(p.grad is not None for n, p in tower if "diarization_model" not in n)
+
+
+def test_mel_features_are_laid_out_as_the_audio_tower_reads_them():
+    """Channels-first (batch, mel, frames) for a Whisper-style tower (as many frames as its positions), a windowed
+    one (one window: Qwen3-ASR raised on anything but a multiple of 2 x n_window) and one that opens with a Conv1d
+    over the mel bins (GLM-ASR: read time-first it raised "expected input[2, 32, 16] to have 16 channels");
+    time-first otherwise, mel bins x the frames a model stacks per step (Fun-ASR: 7)."""
+    from types import SimpleNamespace as NS
+
+    from harness.archs.zoo import MEL_FRAMES, _channels_first, _mel
+
+    gen = torch.Generator().manual_seed(0)
+    conv, linear = torch.nn.Conv1d(16, 32, 3), torch.nn.Linear(16, 32)
+    assert _channels_first(conv, NS(num_mel_bins=16))
+    assert not _channels_first(linear, NS(num_mel_bins=16))
+    assert not _channels_first(torch.nn.Conv1d(8, 32, 3), NS(num_mel_bins=16))
+    assert _channels_first(linear, NS(num_mel_bins=16, n_window=50))
+    assert _channels_first(linear, NS(num_mel_bins=16, max_source_positions=16))
+    assert _mel(NS(num_mel_bins=16, n_window=50), gen, True).shape == (2, 16, 100)
+    assert _mel(NS(num_mel_bins=16, max_source_positions=16), gen, True).shape == (2, 16, 32)
+    assert _mel(NS(num_mel_bins=16), gen, True).shape == (2, 16, MEL_FRAMES)
+    assert _mel(NS(num_mel_bins=16, num_stacked_frames=7), gen, False).shape == (2, MEL_FRAMES, 112)
+    assert _mel(NS(num_mel_bins=16), gen, False).shape == (2, MEL_FRAMES, 16)
+
+
+def test_a_vlm_with_a_native_resolution_tower_gets_patches_their_mask_and_grid():
+    """LFM2-VL's SigLIP2 tower reads each image as patches with a mask and a (height, width) grid, which its
+    get_image_features requires: the vlm feed gave it images (missing 2 required positional arguments). Its
+    placeholders: one per 2 x 2 block of the 4 x 4 grid."""
+    spec = archs_for("full")["lfm2_vl"]
+    model = build_model(spec, "causal_lm")
+    batch = spec.make_batch("causal_lm", model, "padded", 0)
+    assert batch["pixel_values"].shape[:2] == batch["pixel_attention_mask"].shape == (2, 16)
+    assert batch["spatial_shapes"].tolist() == [[4, 4]] * 2
+    factor = model.config.downsample_factor
+    assert (batch["input_ids"] == model.config.image_token_id).sum(1).tolist() == [16 // factor ** 2] * 2
+    spec.loss("causal_lm", model(**batch)).backward()
+    tower = [p for n, p in model.named_parameters() if "vision_tower" in n]
     assert tower and all(p.grad is not None for p in tower)
 
 

@@ -138,6 +138,8 @@ PER_ARCH: dict[str, dict[str, Any]] = {
     "qwen2_vl_text": _MROPE, "qwen2_5_vl_text": _MROPE, "glm4v_text": _MROPE,
     "qwen3_vl_text": _MROPE, "qwen3_vl_moe_text": _MROPE,
     "glm4v_moe_text": {"overrides": {"rope_scaling": {**_ROPE, "mrope_section": [1, 1, 0]}}},   # half-rotary
+    # (transformers 5 sets the VLM's rotary sections by the rule, which 4.x keeps in rope_scaling)
+    "glm4v_moe": {"when": {"transformers<5": {"text_config.rope_scaling": {**_ROPE, "mrope_section": [1, 1, 0]}}}},
     "qwen2_vl": _GRID, "qwen2_5_vl": _GRID, "glm4v": _GRID, "qwen3_vl": _GRID,
     "qwen3_vl_moe": _GRID,
     # Llama 4's vision adapter: a pixel shuffle (ratio 0.5) makes 4 x the tower's width (32) the MLP's input; its
@@ -163,12 +165,15 @@ PER_ARCH: dict[str, dict[str, Any]] = {
                              "vision_config.supported_aspect_ratios": [[1, 1], [1, 2], [2, 1]]}},
     # Voxtral's projector reads the audio states 4 frames at a time: audio intermediate_size = 4 x the tower's width
     "voxtral": {"overrides": {"audio_config.intermediate_size": 128}},
-    # audio LMs whose audio input the alm feed does not synthesise yet (seen on 5.24.0), trained on text alone as
-    # before it: Fun-ASR-Nano's and GLM-ASR's towers take other feature shapes, Qwen3-ASR's a multiple of its window
-    # (100 frames), MOSS and MusicFlamingo count their tokens with more inputs (a padding mask; the ids)
-    # (NeMo SpeechLM too, below: its FastConformer tower's widths)
-    **{mt: {"feed": "text"} for mt in ("fun_asr_nano", "glmasr", "moss_transcribe_diarize", "musicflamingo",
-                                      "qwen3_asr")},
+    # audio LMs' towers at a released checkpoint's proportions: GLM-ASR's projector reads 4 frames at a time (audio
+    # intermediate_size = 4 x the tower's width), Qwen3-ASR's projects to the text width, Fun-ASR's last layer
+    # predicts timestamps (20 of 70 released)
+    "glmasr": {"overrides": {"audio_config.intermediate_size": 128}},
+    # (its subsampling convs at the released proportion, 480 channels to a 1024 width: left at 480, the frozen
+    # conv stack's activations, which peft's input hook keeps for backward, outweighed the tiny layers' savings)
+    "qwen3_asr": {"overrides": {"audio_config.output_dim": 32, "audio_config.downsample_hidden_size": 16}},
+    "qwen3_asr_encoder": {"overrides": {"downsample_hidden_size": 16}},
+    "fun_asr_nano": {"overrides": {"audio_config.num_timestamp_prediction_layers": 1}},
     "time_series_transformer": _TS, "informer": _TS, "autoformer": _TS,
     "idefics3": _TILES, "smolvlm": _TILES, "modernvbert": _TILES, "ultravbert": _TILES,
     # Idefics2's perceiver resampler: 2 heads of 8 and 8 latents (default 16 x 96 and 64: 100 MB of activations)
@@ -208,6 +213,12 @@ PER_ARCH: dict[str, dict[str, Any]] = {
     "jamba": {"overrides": {"attn_layer_period": 2, "attn_layer_offset": 1}},
     "bamba": {"overrides": {"attn_layer_indices": [1]}},
     "recurrent_gemma": {"overrides": {"block_types": ["recurrent", "attention"]}},
+    # LFM2-VL reads its SigLIP2 tower's patch states, not the pooled head (its released configs have none)
+    "lfm2_vl": {"overrides": {"vision_config.vision_use_head": False}},
+    # dots.llm1's experts default to None ("a dense model", its docstring says), which its MoE layers cannot build
+    # with (both releases); the released MoE's layout: the first layer dense, then routed + shared experts
+    "dots1": {"overrides": {"n_routed_experts": 4, "n_shared_experts": 1, "num_experts_per_tok": 2,
+                            "first_k_dense_replace": 1}},
     "gemma3n_text": {"overrides": {**_KV_SHARED, "intermediate_size": [37] * 4, "laurel_rank": 4,
                                    "activation_sparsity_pattern": [0.95, 0.0, 0.0, 0.0]}},
     "granitemoehybrid": {"when": {"transformers<5": {"layer_types": ["mamba", "attention"]},
@@ -247,8 +258,12 @@ PER_ARCH: dict[str, dict[str, Any]] = {
     "ernie4_5_vl_moe": {"overrides": {"text_config.rope_scaling": {"mrope_section": [1, 1, 2]},
                                       "text_config.moe_intermediate_size": [40, 40]}},
     "hunyuan_vl": _HUNYUAN_POS, "hy_v4_vl": _HUNYUAN_POS,
-    "nemo_speechlm": {"feed": "text",
-                      "overrides": {"text_config.layers_block_type": ["linear_attention", "moe", "full_attention"],
+    # NeMo SpeechLM: its language model as above; its diarization model's speaker head reads that model's audio
+    # states (512 wide by default), as in the diarization model and the transcription tower alone
+    "nemotron3_diarization": {"overrides": {"head_config.audio_hidden_size": 32}},
+    "nemotron3_5_transcribe_audio": {"overrides": {"diarization_config.head_config.audio_hidden_size": 32}},
+    "nemo_speechlm": {"overrides": {"audio_config.diarization_config.head_config.audio_hidden_size": 32,
+                                    "text_config.layers_block_type": ["linear_attention", "moe", "full_attention"],
                                     "text_config.num_hidden_layers": 3, "text_config.mamba_num_heads": 4,
                                     "text_config.mamba_head_dim": 8, "text_config.ssm_state_size": 16,
                                     "text_config.moe_shared_expert_intermediate_size": 16}},
@@ -259,9 +274,10 @@ NEEDS_BBOX = ("udop",)   # text models whose forward requires token boxes
 # the same with Qwen2-VL patch grids, or with several images (tiles) per sample, or with an image's tiles read by
 # cross-attention (Mllama); ids with audio tokens + mel features (audio LMs); such patches and grids alone (a VLM's
 # vision tower); SigLIP2's patches with their mask and (h, w) shapes; pixels (or video frames); raw waveform; (frames,
-# mel) spectrogram; mel features channels-first (Whisper) or time-first; past/future values of a time series
+# mel) spectrogram; mel features (channels-first or time-first, as the tower reads them); past/future values of a
+# time series
 FEEDS = ("text", "text+pixels", "vlm", "vlm_grid", "vlm_tiles", "vlm_cross", "alm", "patch_grid", "naflex", "pixels",
-         "waveform", "spectrogram", "mel_cf", "mel_tf", "time_series")
+         "waveform", "spectrogram", "mel", "time_series")
 
 
 @dataclass(frozen=True)
@@ -417,10 +433,7 @@ def feed_of(cls, task: str, cfg=None) -> tuple[str | None, str]:
             return "spectrogram", "audio"
         return "waveform", "audio"
     if main == "input_features":
-        if cfg is not None and hasattr(_sub(cfg, "max_source_positions"), "max_source_positions") \
-                and hasattr(_sub(cfg, "num_mel_bins"), "num_mel_bins"):
-            return "mel_cf", "audio"
-        return "mel_tf", "audio"
+        return "mel", "audio"
     return None, f"input {main!r}"
 
 
@@ -867,8 +880,9 @@ def make_batch(spec: ZooSpec, task: str, model, inputs: str, step: int, seed: in
         batch["input_values"] = torch.randn(BATCH, WAVE_LEN, generator=gen)
     elif feed == "spectrogram":
         batch["input_values"] = torch.randn(BATCH, cfg.max_length, cfg.num_mel_bins, generator=gen)
-    elif feed in ("mel_cf", "mel_tf"):
-        batch["input_features"] = _mel(cfg, gen, channels_first=feed == "mel_cf")
+    elif feed == "mel":
+        batch["input_features"], extras = _mel_input(model, cfg, model, gen)
+        batch.update(extras)
     else:
         raise ValueError(f"unknown feed {feed!r}")
     base.add_labels(task, batch, model, gen)
@@ -877,47 +891,69 @@ def make_batch(spec: ZooSpec, task: str, model, inputs: str, step: int, seed: in
 
 
 def _mel(cfg, gen, channels_first: bool) -> torch.Tensor:
-    """Mel features for `cfg` (or its audio sub-config): channels-first (batch, mel, 2 x max_source_positions), as a
-    Whisper-style encoder takes exactly, or time-first (batch, MEL_FRAMES, feature dim)."""
+    """Mel features for `cfg` (or its audio sub-config): channels-first (batch, mel, frames), as many frames as a
+    Whisper-style encoder takes (2 x max_source_positions) or a windowed one's window (Qwen3-ASR: 2 x n_window), else
+    MEL_FRAMES; or time-first (batch, MEL_FRAMES, feature dim: mel bins x frames stacked per step where a model
+    stacks them, Fun-ASR's low frame rate)."""
     if channels_first:
-        c = _sub(cfg, "max_source_positions")
-        return torch.randn(BATCH, c.num_mel_bins, 2 * c.max_source_positions, generator=gen)
-    for key in ("feature_projection_input_dim", "input_feat_per_channel", "num_mel_bins", "feature_size"):
+        window, whisper = _sub(cfg, "n_window"), _sub(cfg, "max_source_positions")
+        half = getattr(window, "n_window", None) or getattr(whisper, "max_source_positions", MEL_FRAMES // 2)
+        return torch.randn(BATCH, _sub(cfg, "num_mel_bins").num_mel_bins, 2 * half, generator=gen)
+    for key, times in (("feature_projection_input_dim", ""), ("input_feat_per_channel", "input_channels"),
+                       ("num_mel_bins", "num_stacked_frames"), ("feature_size", "")):
         c = _sub(cfg, key)
         if hasattr(c, key):
-            dim = getattr(c, key) * (getattr(c, "input_channels", 1) if key == "input_feat_per_channel" else 1)
-            return torch.randn(BATCH, MEL_FRAMES, dim, generator=gen)
-    raise ValueError("mel_tf feed: no feature dimension in the config")
+            return torch.randn(BATCH, MEL_FRAMES, getattr(c, key) * getattr(c, times, 1), generator=gen)
+    raise ValueError("mel feed: no feature dimension in the config")
+
+
+def _channels_first(tower: torch.nn.Module, cfg) -> bool:
+    """Whether audio tower `tower` of config `cfg` reads mel features channels-first (batch, mel, frames): a
+    Whisper-style tower (max_source_positions), a windowed one (Qwen3-ASR: n_window), one that opens with a Conv1d
+    over the mel bins (GLM-ASR)."""
+    bins = getattr(_sub(cfg, "num_mel_bins"), "num_mel_bins", None)
+    if bins is None:
+        return False
+    if any(hasattr(_sub(cfg, k), k) for k in ("max_source_positions", "n_window")):
+        return True
+    return any(isinstance(m, torch.nn.Conv1d) and m.in_channels == bins for m in tower.modules())
 
 
 _FEATURE_MASKS = ("input_features_mask", "feature_attention_mask")
+HOP = 160   # raw audio samples per mel frame (10 ms at 16 kHz, as Whisper's feature extractor)
 
 
-def _audio_features(cfg, gen, cls) -> tuple[torch.Tensor, dict[str, Any]]:
-    """An audio language model's audio input: mel features of its audio config (channels-first for a Whisper-style
-    tower, which has max_source_positions) and, if `cls` takes one, their frame mask (all frames real)."""
-    ac = cfg.audio_config
-    cf = hasattr(ac, "max_source_positions") and hasattr(ac, "num_mel_bins")
-    feats = _mel(ac, gen, channels_first=cf)
-    extras = {}
-    for arg in _FEATURE_MASKS:
-        if _accepts(cls, arg):
-            extras[arg] = torch.ones(BATCH, feats.shape[2 if cf else 1], dtype=torch.long)
+def _mel_input(model, cfg, tower, gen) -> tuple[torch.Tensor, dict[str, Any]]:
+    """Mel features of `cfg` laid out as audio tower `tower` reads them, and the masks `model` takes, all real: of
+    the frames; of the raw audio (MOSS)."""
+    cf = _channels_first(tower, cfg)
+    feats = _mel(cfg, gen, channels_first=cf)
+    frames = feats.shape[2 if cf else 1]
+    cls = type(model)
+    extras = {arg: torch.ones(BATCH, frames, dtype=torch.long) for arg in _FEATURE_MASKS if _accepts(cls, arg)}
+    if _accepts(cls, "padding_mask"):
+        extras["padding_mask"] = torch.ones(BATCH, frames * HOP, dtype=torch.long)
     return feats, extras
 
 
-def _audio_fn(model):
-    """What counts an audio LM's audio tokens: its get_audio_features, else its audio tower's forward (whose output
-    is what fills the placeholders, e.g. Qwen2-Audio's pooled encoder states)."""
+def _audio_tower(model) -> torch.nn.Module:
     inner = getattr(model, "model", None)
-    fn = getattr(model, "get_audio_features", None) or getattr(inner, "get_audio_features", None)
-    if fn is not None:
-        return fn
     for name in ("audio_tower", "audio_encoder", "audio_model"):
         tower = getattr(model, name, None) or getattr(inner, name, None)
         if tower is not None:
-            return tower.forward
-    raise ValueError(f"alm feed: {type(model).__name__} has no get_audio_features or audio tower to count tokens with")
+            return tower
+    raise ValueError(f"alm feed: {type(model).__name__} has no audio tower")
+
+
+def _audio_fn(model):
+    """What counts an audio LM's audio tokens: its get_audio_features, unless that needs the token ids (whose
+    placeholders are what is being counted: MusicFlamingo); else its audio tower's forward, whose output is what
+    fills the placeholders (Qwen2-Audio's pooled encoder states)."""
+    fn = getattr(model, "get_audio_features", None) or \
+        getattr(getattr(model, "model", None), "get_audio_features", None)
+    if fn is not None and "input_ids" not in _required(inspect.signature(fn).parameters):
+        return fn
+    return _audio_tower(model).forward
 
 
 _AUDIO_TOKEN_KEYS = ("audio_token_id", "audio_token_index")
@@ -1061,8 +1097,11 @@ def _vlm_batch(spec, task, model, inputs, gen) -> dict[str, Any]:
     elif spec.feed == "vlm_cross":
         pix, extras = _tiled_image(cfg.vision_config, gen)
     elif spec.feed == "alm":
-        pix, extras = _audio_features(cfg, gen, type(model))
+        pix, extras = _mel_input(model, cfg.audio_config, _audio_tower(model), gen)
         arg, tok, counter = "input_features", _audio_token_id(cfg), _audio_fn
+    elif "spatial_shapes" in _required(inspect.signature(_image_fn(model)).parameters):
+        extras = _naflex(cfg, gen)   # a native-resolution (SigLIP2) tower: patches, their mask and grid (LFM2-VL)
+        pix = extras.pop("pixel_values")
     else:
         pix = _pixels(cfg, gen)
         if spec.feed == "vlm_tiles":   # (batch, tiles, C, H, W): several images, or an image's any-resolution tiles
