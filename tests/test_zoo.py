@@ -283,6 +283,36 @@ def test_a_vlm_with_a_native_resolution_tower_gets_patches_their_mask_and_grid()
     assert tower and all(p.grad is not None for p in tower)
 
 
+def test_an_override_read_back_from_the_table_gets_the_int_keys_the_config_has():
+    """The survey's tables are JSON data, whose keys are strings: Aria's patch-to-query table ({16: 4} in PER_ARCH)
+    came back as {"16": 4}, which its projector cannot look 16 up in (every plain run of 219 failed). A dict
+    override replacing an int-keyed dict gets int keys; other dicts (Gemma 4's per-layer config) stay as written."""
+    from types import SimpleNamespace as NS
+
+    from harness.archs.base import _set_nested
+
+    cfg = NS(patch_to_query={1225: 128}, per_layer=None, sub=NS(table={0: "a"}))
+    _set_nested(cfg, "patch_to_query", {"16": 4})
+    _set_nested(cfg, "per_layer", {"1": {"head_dim": 16}})
+    _set_nested(cfg, "sub.table", {"3": "b"})
+    assert cfg.patch_to_query == {16: 4} and cfg.per_layer == {"1": {"head_dim": 16}} and cfg.sub.table == {3: "b"}
+
+
+def test_a_vlm_with_a_second_high_resolution_tower_gets_the_images_at_its_resolution():
+    """DeepSeek-VL hybrid reads each image twice, through SigLIP and through a high-resolution SAM encoder whose
+    get_image_features argument (high_res_pixel_values) the vlm feed did not give; SAM's states come from its
+    global-attention layer, which must lie within the shrunk depth. Both towers train."""
+    spec = archs_for("full")["deepseek_vl_hybrid"]
+    model = build_model(spec, "causal_lm")
+    batch = spec.make_batch("causal_lm", model, "padded", 0)
+    hc = model.config.high_res_vision_config
+    assert batch["high_res_pixel_values"].shape == (2, hc.num_channels, hc.image_size, hc.image_size)
+    spec.loss("causal_lm", model(**batch)).backward()
+    for tower in ("model.high_res_vision_model.", "model.vision_model."):   # SAM; SigLIP (its encoder: no head)
+        params = [p for n, p in model.named_parameters() if n.startswith(tower) and "head" not in n]
+        assert params and all(p.grad is not None for p in params), tower
+
+
 @pytest.mark.parametrize("arch", ["blip-2", "instructblip", "kosmos-2"])
 def test_query_transformer_vlms_get_image_placeholders_for_their_queries(arch):
     """BLIP-2, InstructBLIP and Kosmos-2 read images through learned queries (a Q-Former, a resampler): their

@@ -105,6 +105,9 @@ def _set_nested(cfg, key: str, value):
     *path, last = key.split(".")
     for p in path:
         obj = getattr(obj, p)
+    old = getattr(obj, last, None)
+    if isinstance(value, dict) and isinstance(old, dict) and old and all(isinstance(k, int) for k in old):
+        value = {int(k): v for k, v in value.items()}   # JSON (the zoo's tables) keeps string keys only (Aria's)
     setattr(obj, last, value)
 
 

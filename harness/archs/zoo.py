@@ -213,6 +213,11 @@ PER_ARCH: dict[str, dict[str, Any]] = {
     "jamba": {"overrides": {"attn_layer_period": 2, "attn_layer_offset": 1}},
     "bamba": {"overrides": {"attn_layer_indices": [1]}},
     "recurrent_gemma": {"overrides": {"block_types": ["recurrent", "attention"]}},
+    # Aria's projector maps a patch count to its query count (released: 1225 -> 128, 4900 -> 256): the rule's
+    # 32-pixel images in patches of 8, 16 patches, get 4 queries; DeepSeek-VL hybrid's high-resolution SAM tower
+    # reads its global-attention layer's states (released: layers 2, 5, 8, 11 of 12; here the last of 2)
+    "aria": {"overrides": {"projector_patch_to_query_dict": {16: 4}}},
+    "deepseek_vl_hybrid": {"overrides": {"high_res_vision_config.global_attn_indexes": [1]}},
     # LFM2-VL reads its SigLIP2 tower's patch states, not the pooled head (its released configs have none)
     "lfm2_vl": {"overrides": {"vision_config.vision_use_head": False}},
     # dots.llm1's experts default to None ("a dense model", its docstring says), which its MoE layers cannot build
@@ -998,9 +1003,10 @@ def _required(params) -> list[str]:
 QFORMER_PROMPT = 6   # tokens of InstructBLIP's instruction to its Q-Former
 
 
-def _image_extras(model, pixel_values) -> dict[str, Any]:
+def _image_extras(model, pixel_values, gen) -> dict[str, Any]:
     """Extra image arguments a VLM needs where get_image_features requires them: image_sizes; the instruction
-    an InstructBLIP Q-Former reads (the same ids for every sample, as one prompt for a batch would be)."""
+    an InstructBLIP Q-Former reads (the same ids for every sample, as one prompt for a batch would be); the
+    images at the resolution of a second, high-resolution tower (DeepSeek-VL hybrid's SAM encoder)."""
     out = {}
     required = _required(inspect.signature(_image_fn(model)).parameters)
     if "image_sizes" in required:
@@ -1009,6 +1015,8 @@ def _image_extras(model, pixel_values) -> dict[str, Any]:
     if "qformer_input_ids" in required:
         vocab = model.config.qformer_config.vocab_size
         out["qformer_input_ids"] = (torch.arange(QFORMER_PROMPT) * 7 % (vocab - 1) + 1).repeat(BATCH, 1)
+    if "high_res_pixel_values" in required:
+        out["high_res_pixel_values"] = _pixels(model.config.high_res_vision_config, gen)
     return out
 
 
@@ -1106,7 +1114,7 @@ def _vlm_batch(spec, task, model, inputs, gen) -> dict[str, Any]:
         pix = _pixels(cfg, gen)
         if spec.feed == "vlm_tiles":   # (batch, tiles, C, H, W): several images, or an image's any-resolution tiles
             pix = torch.stack([pix, _pixels(cfg, gen)], dim=1)
-        extras = _image_extras(model, pix)
+        extras = _image_extras(model, pix, gen)
     key = (spec.name, task, tuple(pix.shape), repr({k: getattr(v, "tolist", lambda: v)() for k, v in extras.items()}))
     if spec.feed == "vlm_cross":   # the text reads the image by cross-attention: one image token marks its place
         n = 1
