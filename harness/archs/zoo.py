@@ -218,7 +218,7 @@ PER_ARCH: dict[str, dict[str, Any]] = {
     # reads its global-attention layer's states (released: layers 2, 5, 8, 11 of 12; here the last of 2)
     "aria": {"overrides": {"projector_patch_to_query_dict": {16: 4}}},
     "deepseek_vl_hybrid": {"overrides": {"high_res_vision_config.global_attn_indexes": [1]}},
-    # LFM2-VL reads its SigLIP2 tower's patch states, not the pooled head (its released configs have none)
+    # LFM2-VL reads its SigLIP2 tower's patch states (last_hidden_state), never the pooled head: no head to train
     "lfm2_vl": {"overrides": {"vision_config.vision_use_head": False}},
     # dots.llm1's experts default to None ("a dense model", its docstring says), which its MoE layers cannot build
     # with (both releases); the released MoE's layout: the first layer dense, then routed + shared experts
