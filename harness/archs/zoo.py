@@ -941,21 +941,28 @@ def _mel_input(model, cfg, tower, gen) -> tuple[torch.Tensor, dict[str, Any]]:
     return feats, extras
 
 
-def _audio_tower(model) -> torch.nn.Module:
+def _part(model, *names):
+    """The first of `names` that `model` or its inner `.model` (a task head's base model) has, else None."""
     inner = getattr(model, "model", None)
-    for name in ("audio_tower", "audio_encoder", "audio_model"):
-        tower = getattr(model, name, None) or getattr(inner, name, None)
-        if tower is not None:
-            return tower
-    raise ValueError(f"alm feed: {type(model).__name__} has no audio tower")
+    for name in names:
+        found = getattr(model, name, None) or getattr(inner, name, None)
+        if found is not None:
+            return found
+    return None
+
+
+def _audio_tower(model) -> torch.nn.Module:
+    tower = _part(model, "audio_tower", "audio_encoder", "audio_model")
+    if tower is None:
+        raise ValueError(f"alm feed: {type(model).__name__} has no audio tower")
+    return tower
 
 
 def _audio_fn(model):
     """What counts an audio LM's audio tokens: its get_audio_features, unless that needs the token ids (whose
     placeholders are what is being counted: MusicFlamingo); else its audio tower's forward, whose output is what
     fills the placeholders (Qwen2-Audio's pooled encoder states)."""
-    fn = getattr(model, "get_audio_features", None) or \
-        getattr(getattr(model, "model", None), "get_audio_features", None)
+    fn = _part(model, "get_audio_features")
     if fn is not None and "input_ids" not in _required(inspect.signature(fn).parameters):
         return fn
     return _audio_tower(model).forward
@@ -988,8 +995,7 @@ def _special_ids(cfg) -> set[int]:
 
 
 def _image_fn(model):
-    fn = getattr(model, "get_image_features", None) or \
-        getattr(getattr(model, "model", None), "get_image_features", None)
+    fn = _part(model, "get_image_features")
     if fn is None:
         raise ValueError(f"vlm feed: {type(model).__name__} has no get_image_features to count image tokens with")
     return fn
@@ -1003,12 +1009,11 @@ def _required(params) -> list[str]:
 QFORMER_PROMPT = 6   # tokens of InstructBLIP's instruction to its Q-Former
 
 
-def _image_extras(model, pixel_values, gen) -> dict[str, Any]:
-    """Extra image arguments a VLM needs where get_image_features requires them: image_sizes; the instruction
+def _image_extras(model, pixel_values, gen, required: list[str]) -> dict[str, Any]:
+    """Extra image arguments a VLM needs where get_image_features `required` them: image_sizes; the instruction
     an InstructBLIP Q-Former reads (the same ids for every sample, as one prompt for a batch would be); the
     images at the resolution of a second, high-resolution tower (DeepSeek-VL hybrid's SAM encoder)."""
     out = {}
-    required = _required(inspect.signature(_image_fn(model)).parameters)
     if "image_sizes" in required:
         h, w = pixel_values.shape[-2:]
         out["image_sizes"] = torch.tensor([[h, w]] * pixel_values.shape[0])
@@ -1107,14 +1112,14 @@ def _vlm_batch(spec, task, model, inputs, gen) -> dict[str, Any]:
     elif spec.feed == "alm":
         pix, extras = _mel_input(model, cfg.audio_config, _audio_tower(model), gen)
         arg, tok, counter = "input_features", _audio_token_id(cfg), _audio_fn
-    elif "spatial_shapes" in _required(inspect.signature(_image_fn(model)).parameters):
+    elif "spatial_shapes" in (required := _required(inspect.signature(_image_fn(model)).parameters)):
         extras = _naflex(cfg, gen)   # a native-resolution (SigLIP2) tower: patches, their mask and grid (LFM2-VL)
         pix = extras.pop("pixel_values")
     else:
         pix = _pixels(cfg, gen)
         if spec.feed == "vlm_tiles":   # (batch, tiles, C, H, W): several images, or an image's any-resolution tiles
             pix = torch.stack([pix, _pixels(cfg, gen)], dim=1)
-        extras = _image_extras(model, pix, gen)
+        extras = _image_extras(model, pix, gen, required)
     key = (spec.name, task, tuple(pix.shape), repr({k: getattr(v, "tolist", lambda: v)() for k, v in extras.items()}))
     if spec.feed == "vlm_cross":   # the text reads the image by cross-attention: one image token marks its place
         n = 1
