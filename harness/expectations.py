@@ -184,6 +184,7 @@ NORM_BEFORE_LAYERS = (
     # vision-language models: a norm in front of the vision layers (Pixtral's ln_pre, CLIP's pre_layrnorm), and the
     # text layers take the projected image features (probed on Mistral3: ln_pre and the projector norm adapted)
     "mistral3", "llava", "vipllava", "llava_next", "llava_next_video",   # (LLaVA-OneVision's SigLIP tower has none)
+    "video_llava",   # its CLIP image tower's pre_layrnorm (seen on 4.57.6, feature model, both orders)
     # vision encoders: a norm on the patch embeddings (CLIP's pre_layrnorm, Pixtral's ln_pre, AIMv2's rms_norm, the
     # Swin family's and FocalNet's embeddings norm); speech encoders: the feature projection's layer_norm (wav2vec2
     # family), Moonshine's conv-stem GroupNorm (seen on 4.57.6, adapter_first: equivalent where the rule for

@@ -302,16 +302,71 @@ def test_an_override_read_back_from_the_table_gets_the_int_keys_the_config_has()
 def test_a_vlm_with_a_second_high_resolution_tower_gets_the_images_at_its_resolution():
     """DeepSeek-VL hybrid reads each image twice, through SigLIP and through a high-resolution SAM encoder whose
     get_image_features argument (high_res_pixel_values) the vlm feed did not give; SAM's states come from its
-    global-attention layer, which must lie within the shrunk depth. Both towers train."""
+    global-attention layer, which must lie within the shrunk depth. Both towers train, every tensor of them (the
+    SigLIP tower without the pooling head the model never reads, as converted)."""
     spec = archs_for("full")["deepseek_vl_hybrid"]
     model = build_model(spec, "causal_lm")
     batch = spec.make_batch("causal_lm", model, "padded", 0)
     hc = model.config.high_res_vision_config
     assert batch["high_res_pixel_values"].shape == (2, hc.num_channels, hc.image_size, hc.image_size)
     spec.loss("causal_lm", model(**batch)).backward()
-    for tower in ("model.high_res_vision_model.", "model.vision_model."):   # SAM; SigLIP (its encoder: no head)
-        params = [p for n, p in model.named_parameters() if n.startswith(tower) and "head" not in n]
+    for tower in ("model.high_res_vision_model.", "model.vision_model."):   # SAM; SigLIP
+        params = [p for n, p in model.named_parameters() if n.startswith(tower)]
         assert params and all(p.grad is not None for p in params), tower
+
+
+def test_a_vlm_gets_its_images_under_the_name_its_image_function_reads():
+    """4.x Video-LLaVA reads images as pixel_values_images (beside pixel_values_videos): the vlm feed passed
+    pixel_values, which get_image_features did not take. Its image tower's layers train (not its video tower, not
+    fed, nor the post-layernorm after the layer it reads)."""
+    import inspect
+
+    spec = archs_for("full")["video_llava"]
+    task = spec.tasks[0]
+    model = build_model(spec, task)
+    fn = getattr(model, "get_image_features", None) or model.model.get_image_features
+    first = next(k for k, p in inspect.signature(fn).parameters.items() if p.default is p.empty)
+    want = first if first.startswith("pixel_values") else "pixel_values"
+    batch = spec.make_batch(task, model, "padded", 0)
+    assert want in batch and "pixel_values_videos" not in batch
+    spec.loss(task, model(**batch)).backward()
+    tower = [p for n, p in model.named_parameters() if "image_tower" in n and ".encoder." in n]
+    assert tower and all(p.grad is not None for p in tower)
+
+
+def test_a_promptable_segmenter_gets_points_and_a_box_and_its_tower_trains():
+    """SAM's mask decoder reads prompts: with pixels alone its point embeddings never trained. A positive and a
+    negative point and a box per image, inside the image; every point embedding and the tower get gradients."""
+    spec = archs_for("full")["sam"]
+    model = build_model(spec, "feature")
+    batch = spec.make_batch("feature", model, "unmasked", 0)
+    h, w = batch["pixel_values"].shape[-2:]
+    assert batch["input_points"].shape == (2, 1, 2, 2) and batch["input_labels"].tolist() == [[[1, 0]]] * 2
+    boxes = batch["input_boxes"]
+    assert boxes.shape == (2, 1, 4) and (boxes[..., :2] <= boxes[..., 2:]).all()
+    assert (batch["input_points"] >= 0).all() and (batch["input_points"][..., 0] <= w).all() \
+        and (batch["input_points"][..., 1] <= h).all()
+    spec.loss("feature", model(**batch)).backward()
+    grads = dict((n, p.grad) for n, p in model.named_parameters())
+    assert all(grads[f"prompt_encoder.point_embed.{i}.weight"].any() for i in range(4))
+    tower = [g for n, g in grads.items() if n.startswith("vision_encoder.")]
+    assert tower and all(g is not None for g in tower)
+
+
+@pytest.mark.parametrize("arch", ["blip-2", "sam"])
+def test_a_placeholder_initializer_range_is_raised_so_that_the_tower_s_gradients_are_measurable(arch):
+    """SAM's and BLIP-2's vision configs default to initializer_range 1e-10, a placeholder that checkpoints
+    overwrite: a random tower's weights were ~1e-10, its gradients blown up to ~1e7 behind a LayerNorm (BLIP-2)
+    or, for its relative-position tables, zero (SAM). The rule sets transformers' usual 0.02; ranges in use stay."""
+    assert shrunk_values(AutoConfig.for_model(arch))["vision_config.initializer_range"] == 0.02
+    assert "initializer_range" not in shrunk_values(AutoConfig.for_model("llama"))
+    spec = archs_for("full")[arch]
+    task = spec.tasks[0]
+    model = build_model(spec, task)
+    torch.manual_seed(0)
+    spec.loss(task, model(**spec.make_batch(task, model, spec.inputs[0], 0))).backward()
+    tower = [p.grad.abs().max() for n, p in model.named_parameters() if "vision" in n and p.grad is not None]
+    assert tower and 1e-6 < max(tower) < 1e3
 
 
 @pytest.mark.parametrize("arch", ["blip-2", "instructblip", "kosmos-2"])
@@ -322,7 +377,7 @@ def test_query_transformer_vlms_get_image_placeholders_for_their_queries(arch):
     Kosmos-2 places the queries by a position mask."""
     spec = archs_for("full")[arch]
     assert spec.feed == "vlm"
-    task = spec.tasks[0]
+    task = "causal_lm" if "causal_lm" in spec.tasks else spec.tasks[0]
     model = build_model(spec, task)
     batch = spec.make_batch(task, model, "padded", 0)
     cfg = model.config

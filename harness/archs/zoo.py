@@ -107,6 +107,11 @@ LIST_SHRINK: dict[str, int] = {"conv_dim": 32, "tdnn_dim": 16, "depths": 1, "num
 # their mergers train (a default like [8, 16, 24] names none of 2 layers)
 LAYER_INDEXES: dict[str, list[int]] = {"deepstack_visual_indexes": [0, 1]}
 _DROPOUT_KEY = re.compile(r"(dropout|pdrop|drop_prob|drop_rate|drop_path|layerdrop)")
+# an initializer range far below any trained weight's scale (1e-10: the vision towers of SAM, BLIP, BLIP-2,
+# InstructBLIP, GOT-OCR2, ..., a placeholder their checkpoints overwrite) leaves a random tower's weights ~1e-10:
+# its activations vanish and the LayerNorm behind it blows its gradients up (BLIP-2's tower: ~1e7), or they vanish
+# below the tolerance (SAM's: ~1e-15, its rel-pos tables' 0): transformers' usual 0.02 instead
+MIN_INIT_RANGE, INIT_RANGE = 1e-4, 0.02
 
 # ---------------------------------------------------------------------------------------------
 # Per-arch corrections (data). Keys: overrides (config, dotted for sub-configs), task (force the
@@ -133,6 +138,13 @@ _HUNYUAN_POS = {"overrides": {"vision_config.max_image_size": 64}}
 _KV_SHARED = {"num_hidden_layers": 4, "layer_types": ["sliding_attention", "full_attention"] * 2,
               "num_kv_shared_layers": 2, "vocab_size_per_layer_input": 256, "hidden_size_per_layer_input": 8}
 _GEMMA4 = {"overrides": {**_KV_SHARED, "per_layer_config": {"1": {"head_dim": 16}, "3": {"head_dim": 16}}}}
+# SAM's image embeddings are its prompt encoder's and mask decoder's width (the vision neck's output_channels) and
+# its point encoding is half that width (num_pos_feats), both 256 released; windows of 2 patches on the 4 x 4
+# patch grid (14 released, on 64 x 64), the last of the 2 layers global (released 2, 5, 8, 11 of 12); the
+# prompt encoder's grid is the tower's (transformers 5 derives it once, from the default image and patch size)
+_SAM = {"overrides": {"vision_config.output_channels": 32, "vision_config.num_pos_feats": 16,
+                      "vision_config.window_size": 2, "vision_config.global_attn_indexes": [1],
+                      "prompt_encoder_config.image_embedding_size": 4}}
 PER_ARCH: dict[str, dict[str, Any]] = {
     "swin": _SWIN, "swinv2": _SWIN, "donut-swin": _SWIN, "maskformer-swin": _SWIN, "swin2sr": _SWIN,
     "qwen2_vl_text": _MROPE, "qwen2_5_vl_text": _MROPE, "glm4v_text": _MROPE,
@@ -215,9 +227,13 @@ PER_ARCH: dict[str, dict[str, Any]] = {
     "recurrent_gemma": {"overrides": {"block_types": ["recurrent", "attention"]}},
     # Aria's projector maps a patch count to its query count (released: 1225 -> 128, 4900 -> 256): the rule's
     # 32-pixel images in patches of 8, 16 patches, get 4 queries; DeepSeek-VL hybrid's high-resolution SAM tower
-    # reads its global-attention layer's states (released: layers 2, 5, 8, 11 of 12; here the last of 2)
+    # reads its global-attention layer's states (released: layers 2, 5, 8, 11 of 12; here the last of 2), and its
+    # SigLIP tower has no pooling head (its conversion script sets vision_use_head False)
     "aria": {"overrides": {"projector_patch_to_query_dict": {16: 4}}},
-    "deepseek_vl_hybrid": {"overrides": {"high_res_vision_config.global_attn_indexes": [1]}},
+    "deepseek_vl_hybrid": {"overrides": {"high_res_vision_config.global_attn_indexes": [1],
+                                         "vision_config.vision_use_head": False}},
+    # (SAM-HQ's mask decoder also reads the tower's first global layer: its vit_dim is the tower's width, 768)
+    "sam": _SAM, "sam_hq": {"overrides": {**_SAM["overrides"], "mask_decoder_config.vit_dim": 32}},
     # LFM2-VL reads its SigLIP2 tower's patch states (last_hidden_state), never the pooled head: no head to train
     "lfm2_vl": {"overrides": {"vision_config.vision_use_head": False}},
     # dots.llm1's experts default to None ("a dense model", its docstring says), which its MoE layers cannot build
@@ -485,6 +501,8 @@ def shrunk_values(cfg) -> dict[str, Any]:
                 out[key] = list(LAYER_INDEXES[k])
             elif k in LIST_SHRINK and isinstance(v, (list, tuple)) and v and all(isinstance(x, int) for x in v):
                 out[key] = type(v)([LIST_SHRINK[k]] * len(v))
+            elif k == "initializer_range" and isinstance(v, float) and v < MIN_INIT_RANGE:
+                out[key] = INIT_RANGE
             elif _DROPOUT_KEY.search(k) and isinstance(v, (int, float)):
                 out[key] = 0.1
             elif isinstance(v, int) and v > 64 and v == d.get("hidden_size") and re.search(r"(size|dim)$", k):
@@ -823,6 +841,18 @@ def _pixels(cfg, gen) -> torch.Tensor:
     return torch.randn(BATCH, ch, h, w, generator=gen)
 
 
+def _prompts(pixel_values: torch.Tensor, gen) -> dict[str, torch.Tensor]:
+    """SAM's prompts in pixels of the input image: per image a positive and a negative point and a box, so that
+    each point embedding (labels 1 and 0, a box's two corners) trains. No mask prompt: with one, the dense
+    embedding comes from it instead of the no-mask embedding, which point- and box-prompted training uses."""
+    h, w = pixel_values.shape[-2:]
+    scale = torch.tensor([float(w), float(h)])
+    points = torch.rand(BATCH, 1, 2, 2, generator=gen) * scale
+    corners = torch.rand(BATCH, 1, 2, 2, generator=gen).sort(dim=2).values * scale   # x0 <= x1, y0 <= y1
+    return {"input_points": points, "input_labels": torch.tensor([[[1, 0]]] * BATCH),
+            "input_boxes": corners.flatten(2)}
+
+
 WAVE_LEN = 6400   # samples: ~19 frames after a 320x conv feature extractor (>= SpecAugment's mask length 10)
 MEL_FRAMES = 32
 
@@ -874,6 +904,8 @@ def make_batch(spec: ZooSpec, task: str, model, inputs: str, step: int, seed: in
         batch.update(_naflex(cfg, gen))
     elif feed == "pixels":
         batch["pixel_values"] = _pixels(cfg, gen)
+        if _accepts(type(model), "input_points"):   # promptable segmentation (SAM)
+            batch.update(_prompts(batch["pixel_values"], gen))
         if task == "feature" and _accepts(type(model), "bool_masked_pos") and \
                 any(n.endswith("mask_token") for n, _ in model.named_parameters()):
             # masked-image-modeling input the base model takes: half the patches masked, so its mask token trains
@@ -1116,6 +1148,7 @@ def _vlm_batch(spec, task, model, inputs, gen) -> dict[str, Any]:
         extras = _naflex(cfg, gen)   # a native-resolution (SigLIP2) tower: patches, their mask and grid (LFM2-VL)
         pix = extras.pop("pixel_values")
     else:
+        arg = next(iter(required), arg)   # the images' own name (4.x Video-LLaVA's pixel_values_images)
         pix = _pixels(cfg, gen)
         if spec.feed == "vlm_tiles":   # (batch, tiles, C, H, W): several images, or an image's any-resolution tiles
             pix = torch.stack([pix, _pixels(cfg, gen)], dim=1)
