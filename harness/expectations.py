@@ -105,7 +105,9 @@ VISION_TOWERS_NO_EMBEDDINGS_5 = ("cohere_compass_vision", "cosmos3_edge_vision",
                                  "qwen3_vl_vision", "qwen4_exp_vision")
 # ... those with input embeddings whose class declares main_input_name "input_ids" (copied from the text side):
 # transformers 5's gradient_checkpointing_enable hooks them as text models, so adapter_first keeps its gradients too
-VISION_TOWERS_HOOKED_5 = ("exaone4_5_vision", "lfm3_vl_vision", "qwen2_5_vl_vision")
+# (Idefics3's, SmolVLM's and Granite-Docling's towers, fed pixels, keep PreTrainedModel's default "input_ids")
+VISION_TOWERS_HOOKED_5 = ("exaone4_5_vision", "lfm3_vl_vision", "qwen2_5_vl_vision", "idefics3_vision",
+                          "smolvlm_vision", "granite_docling_vision")
 # ... those whose patch embedding is a Linear that the weight methods' generic targets adapt (the projection case);
 # SigLIP2's native-resolution tower too (fed its patches: 4.57.6 and 5.24.0), and LFM2-VL's, which is one
 # (and Qwen3-ASR's audio encoder: the Linear conv_out after its subsampling convs)

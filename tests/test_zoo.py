@@ -334,6 +334,24 @@ def test_a_vlm_gets_its_images_under_the_name_its_image_function_reads():
     assert tower and all(p.grad is not None for p in tower)
 
 
+def test_a_vision_tower_that_keeps_the_default_main_input_name_is_fed_pixels():
+    """Idefics3's and SmolVLM's vision towers take pixel_values but inherit main_input_name "input_ids", so the rule
+    fed them token ids ("missing 1 required positional argument: 'pixel_values'"); a text model stays text."""
+    import transformers
+
+    from harness.archs.zoo import feed_of
+
+    assert feed_of(transformers.Idefics3VisionTransformer, "feature") == ("pixels", "vision")
+    assert feed_of(transformers.SmolVLMVisionTransformer, "feature") == ("pixels", "vision")
+    assert feed_of(transformers.LlamaModel, "feature")[0] == "text"
+    spec = archs_for("full")["idefics3_vision"]
+    model = build_model(spec, "feature")
+    batch = spec.make_batch("feature", model, "unmasked", 0)
+    assert set(batch) == {"pixel_values"}
+    spec.loss("feature", model(**batch)).backward()
+    assert all(p.grad is not None for p in model.parameters())
+
+
 def test_a_promptable_segmenter_gets_points_and_a_box_and_its_tower_trains():
     """SAM's mask decoder reads prompts: with pixels alone its point embeddings never trained. A positive and a
     negative point and a box per image, inside the image; every point embedding and the tower get gradients."""

@@ -434,6 +434,8 @@ def _sub(cfg, key: str):
 def feed_of(cls, task: str, cfg=None) -> tuple[str | None, str]:
     """(feed, modality) of a head class; feed None when no rule here synthesises its inputs."""
     main = getattr(cls, "main_input_name", "input_ids")
+    if main == "input_ids" and not _accepts(cls, "input_ids") and _accepts(cls, "pixel_values"):
+        main = "pixel_values"   # a vision tower that keeps PreTrainedModel's default (Idefics3's, SmolVLM's)
     if task == "contrastive":
         return "text+pixels", "multimodal"
     if _grid_arg(cls) and not _accepts(cls, "input_ids"):   # a VLM's vision tower: flattened patches + grid

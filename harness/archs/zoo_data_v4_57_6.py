@@ -1339,9 +1339,15 @@ TABLE = {
      'outcome': 'equivalent',
      'detail': '3 steps, 59 trainable tensors, 59 state entries; max abs 0 <= atol 1e-06; 12 segments '
                'recomputed; saved 443112/1758120 bytes'},
-    'idefics3_vision': {'status': 'not_covered',
-     'reason': 'baseline fails: train: TypeError: Idefics3VisionTransformer.forward() missing 1 required '
-               "positional argument: 'pixel_values'"},
+    'idefics3_vision': {'status': 'covered',
+     'tasks': ('feature',),
+     'modality': 'vision',
+     'decoder_only': False,
+     'inputs': ('unmasked',),
+     'feed': 'pixels',
+     'outcome': 'equivalent',
+     'detail': '3 steps, 37 trainable tensors, 37 state entries; max abs 0 (none) within atol 1e-06 + rtol 1e-05 '
+               'x scale; 6 segments recomputed; saved 130560/503808 bytes'},
     'ijepa': {'status': 'covered',
      'tasks': ('image_cls', 'feature'),
      'modality': 'vision',
@@ -2807,9 +2813,15 @@ TABLE = {
      'outcome': 'equivalent',
      'detail': '3 steps, 59 trainable tensors, 59 state entries; max abs 0 <= atol 1e-06; 12 segments '
                'recomputed; saved 443880/1758888 bytes'},
-    'smolvlm_vision': {'status': 'not_covered',
-     'reason': 'baseline fails: train: TypeError: SmolVLMVisionTransformer.forward() missing 1 required '
-               "positional argument: 'pixel_values'"},
+    'smolvlm_vision': {'status': 'covered',
+     'tasks': ('feature',),
+     'modality': 'vision',
+     'decoder_only': False,
+     'inputs': ('unmasked',),
+     'feed': 'pixels',
+     'outcome': 'equivalent',
+     'detail': '3 steps, 37 trainable tensors, 37 state entries; max abs 0 (none) within atol 1e-06 + rtol 1e-05 '
+               'x scale; 6 segments recomputed; saved 130560/503808 bytes'},
     'speech-encoder-decoder': {'status': 'covered',
      'tasks': ('seq2seq_lm',),
      'modality': 'audio',
