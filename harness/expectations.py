@@ -732,8 +732,8 @@ EXPECTATIONS: list[Expect] = [
            "channels released) for backward, which the plain peft run does not: 456 against 441 KB saved without "
            "checkpointing (tiny config, its convs at the released proportion to the width, LoRA), and at the "
            "released size with LoRA on q/v 17.1 MB against 14.1 MB per "
-           "100-frame chunk, 136.7 against 112.8 MB for 8 (measured by a throwaway script counting the non-parameter "
-           "tensors saved for backward). Both gc modes; adapter_first is not hooked and saves memory, and so do the "
+           "100-frame chunk, 136.7 against 112.8 MB for 8 (non-parameter tensors kept for backward; "
+           "cases/qwen3_asr_encoder_checkpointing_costs_memory.py, one chunk). Both gc modes; adapter_first is not hooked and saves memory, and so do the "
            "methods that keep more per layer (BOFT, DeFT, DoRA, HRA, OSF, SHiRA, WaveFT: the layers' savings "
            "outweigh the stack in the tiny config; seen on 5.24.0)",
            f"{TF5}/models/qwen3_asr/modeling_qwen3_asr.py#L366", {"peft": ">=0.14", "transformers": ">=5"}),
