@@ -136,7 +136,8 @@ NO_INPUT_EMBEDDINGS_5 = tuple(a for a in NO_INPUT_EMBEDDINGS if a not in (
 # models whose input-embedding module returns a tuple (patch embeddings with their spatial shape)
 TUPLE_EMBEDDINGS = ("beit", "data2vec-vision", "donut-swin", "focalnet", "hiera", "internvl_vision",
                     "maskformer-swin", "swin", "swinv2", "timesformer")
-TUPLE_EMBEDDINGS_5 = ("data2vec-vision", "donut-swin", "focalnet", "hiera", "maskformer-swin", "swin", "swinv2")
+TUPLE_EMBEDDINGS_5 = ("data2vec-vision", "donut-swin", "focalnet", "hiera", "maskformer-swin", "swin", "swinv2",
+                      "timesformer")   # (TimeSformer: covered on 5.24.0 once its int-typed drop_path_rate is left alone)
 # MoE models whose experts transformers 5 fuses into parameters (peft converts LoRA targets on them to
 # target_parameters; the harness then sets lora_dropout=0, as ParamWrapper requires)
 FUSED_EXPERTS_5 = ("afmoe", "beam", "ernie4_5_moe", "exaone_moe", "glm4_moe", "qwen3_next", "solar_open")

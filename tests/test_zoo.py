@@ -352,6 +352,23 @@ def test_a_vision_tower_that_keeps_the_default_main_input_name_is_fed_pixels():
     assert all(p.grad is not None for p in model.parameters())
 
 
+def test_a_dropout_field_typed_int_keeps_its_default_and_the_others_are_on():
+    """transformers 5 types MPT's attn_pdrop (and TimeSformer's drop_path_rate) as int, and its strict configs refuse
+    0.1 ("expected int, got float"): MPT did not build. That field keeps its default; MPT's other dropouts are on."""
+    import transformers
+
+    from harness.archs.zoo import _typed_int
+
+    cfg = AutoConfig.for_model("mpt")
+    out = shrunk_values(cfg)
+    typed = _typed_int(cfg.attn_config, "attn_pdrop")
+    assert typed == (int(transformers.__version__.split(".")[0]) >= 5)
+    assert ("attn_config.attn_pdrop" in out) != typed and out["resid_pdrop"] == out["emb_pdrop"] == 0.1
+    spec = archs_for("full")["mpt"]
+    model = build_model(spec, "causal_lm")
+    spec.loss("causal_lm", model(**spec.make_batch("causal_lm", model, "padded", 0))).backward()
+
+
 def test_a_promptable_segmenter_gets_points_and_a_box_and_its_tower_trains():
     """SAM's mask decoder reads prompts: with pixels alone its point embeddings never trained. A positive and a
     negative point and a box per image, inside the image; every point embedding and the tower get gradients."""

@@ -247,6 +247,8 @@ PER_ARCH: dict[str, dict[str, Any]] = {
     # Zamba2's Mamba heads x head width must be its inner width (32 here): transformers 5 no longer derives the
     # head width from the head count (8 heads of the rule's 8 = 64 raised in the plain run)
     "zamba2": {"overrides": {"n_mamba_heads": 4}},
+    # transformers 5's DiffLlama refuses attention dropout ("no paper-defined dropout semantics"), its only dropout
+    "diffllama": {"when": {"transformers>=5": {"attention_dropout": 0.0}}},
     # transformers 5's DbrxAttention reads attn_config.rope_theta, which DbrxAttentionConfig no longer defines (a
     # hub config.json still carries it), and clamps q/k/v to clip_qkv even when it is None (its default; raises):
     # both set as DBRX's checkpoints set them
@@ -475,6 +477,16 @@ _EXPERT_COUNT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "m
 MOE_WIDTH = 40   # an expert width whose float32 rows are 16-byte aligned
 
 
+def _typed_int(cfg, key: str) -> bool:
+    """Whether a config class annotates `key` as int: transformers 5's strict configs then refuse a float, and some
+    type a probability so (MPT's attn_pdrop, TimeSformer's drop_path_rate: "expected int, got float")."""
+    for klass in type(cfg).__mro__:
+        ann = vars(klass).get("__annotations__", {})
+        if key in ann:
+            return ann[key] in (int, "int")
+    return False
+
+
 def shrunk_values(cfg) -> dict[str, Any]:
     """What the zoo shrink rule sets, dotted for sub-configs: base.SHRINK at every level, EXTRA_SHRINK,
     LIST_SHRINK, LAYER_INDEXES, every dropout-like probability 0.1, per-layer lists cut to one layer of each kind,
@@ -509,6 +521,8 @@ def shrunk_values(cfg) -> dict[str, Any]:
                 out[key] = 0.1
             elif isinstance(v, int) and v > 64 and v == d.get("hidden_size") and re.search(r"(size|dim)$", k):
                 out[key] = SHRINK["hidden_size"]    # a width that is the hidden size by default follows it
+            if isinstance(out.get(key), float) and _typed_int(c, k):
+                del out[key]   # a field typed int refuses a float: that dropout stays at its default
         for k in ("attention_dropout", "hidden_dropout"):   # base sets these even when None
             if k in d and d[k] is None:
                 out[prefix + k] = SHRINK[k]
