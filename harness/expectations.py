@@ -136,8 +136,9 @@ NO_INPUT_EMBEDDINGS_5 = tuple(a for a in NO_INPUT_EMBEDDINGS if a not in (
 # models whose input-embedding module returns a tuple (patch embeddings with their spatial shape)
 TUPLE_EMBEDDINGS = ("beit", "data2vec-vision", "donut-swin", "focalnet", "hiera", "internvl_vision",
                     "maskformer-swin", "swin", "swinv2", "timesformer")
+# (TimeSformer on 5.24.0: covered once its int-typed drop_path_rate is left at its default)
 TUPLE_EMBEDDINGS_5 = ("data2vec-vision", "donut-swin", "focalnet", "hiera", "maskformer-swin", "swin", "swinv2",
-                      "timesformer")   # (TimeSformer: covered on 5.24.0 once its int-typed drop_path_rate is left alone)
+                      "timesformer")
 # MoE models whose experts transformers 5 fuses into parameters (peft converts LoRA targets on them to
 # target_parameters; the harness then sets lora_dropout=0, as ParamWrapper requires)
 FUSED_EXPERTS_5 = ("afmoe", "beam", "ernie4_5_moe", "exaone_moe", "glm4_moe", "qwen3_next", "solar_open")
@@ -734,9 +735,9 @@ EXPECTATIONS: list[Expect] = [
            "checkpointing (tiny config, its convs at the released proportion to the width, LoRA), and at the "
            "released size with LoRA on q/v 17.1 MB against 14.1 MB per "
            "100-frame chunk, 136.7 against 112.8 MB for 8 (non-parameter tensors kept for backward; "
-           "cases/qwen3_asr_encoder_checkpointing_costs_memory.py, one chunk). Both gc modes; adapter_first is not hooked and saves memory, and so do the "
-           "methods that keep more per layer (BOFT, DeFT, DoRA, HRA, OSF, SHiRA, WaveFT: the layers' savings "
-           "outweigh the stack in the tiny config; seen on 5.24.0)",
+           "cases/qwen3_asr_encoder_checkpointing_costs_memory.py, one chunk). Both gc modes; adapter_first is not "
+           "hooked and saves memory, and so do the methods that keep more per layer (BOFT, DeFT, DoRA, HRA, OSF, "
+           "SHiRA, WaveFT: the layers' savings outweigh the stack in the tiny config; seen on 5.24.0)",
            f"{TF5}/models/qwen3_asr/modeling_qwen3_asr.py#L366", {"peft": ">=0.14", "transformers": ">=5"}),
     Expect({**P, "arch": FRONT_PATCH_EMBED, "method": PEFT_INPUT_GRAD_METHODS, "gc_mode": "reentrant"},
            Outcome.EQUIVALENT,

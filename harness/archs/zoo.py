@@ -489,8 +489,9 @@ def _typed_int(cfg, key: str) -> bool:
 
 def shrunk_values(cfg) -> dict[str, Any]:
     """What the zoo shrink rule sets, dotted for sub-configs: base.SHRINK at every level, EXTRA_SHRINK,
-    LIST_SHRINK, LAYER_INDEXES, every dropout-like probability 0.1, per-layer lists cut to one layer of each kind,
-    special token ids inside the shrunk vocabulary."""
+    LIST_SHRINK, LAYER_INDEXES, every dropout-like probability 0.1 (but a field typed int: its default), a
+    placeholder initializer range raised to INIT_RANGE, per-layer lists cut to one layer of each kind, special
+    token ids inside the shrunk vocabulary."""
     PretrainedConfig = _config_base()
     out: dict[str, Any] = {}
 
