@@ -284,6 +284,18 @@ def test_a_vlm_with_a_native_resolution_tower_gets_patches_their_mask_and_grid()
     assert tower and all(p.grad is not None for p in tower)
 
 
+def _one_step(arch: str, task: str | None = None, inputs: str | None = None):
+    """`arch`'s tiny model (full fine-tuning) for `task` (its primary task by default) and its batch (its first
+    input variant by default), after one forward and backward seeded as the runner seeds a step."""
+    spec = archs_for("full")[arch]
+    task, inputs = task or spec.tasks[0], inputs or spec.inputs[0]
+    model = build_model(spec, task)
+    batch = spec.make_batch(task, model, inputs, 0)
+    torch.manual_seed(0)
+    spec.loss(task, model(**batch)).backward()
+    return model, batch
+
+
 def test_an_override_read_back_from_the_table_gets_the_int_keys_the_config_has():
     """The survey's tables are JSON data, whose keys are strings: Aria's patch-to-query table ({16: 4} in PER_ARCH)
     came back as {"16": 4}, which its projector cannot look 16 up in (every plain run of 219 failed). A dict
@@ -304,12 +316,9 @@ def test_a_vlm_with_a_second_high_resolution_tower_gets_the_images_at_its_resolu
     get_image_features argument (high_res_pixel_values) the vlm feed did not give; SAM's states come from its
     global-attention layer, which must lie within the shrunk depth. Both towers train, every tensor of them (the
     SigLIP tower without the pooling head the model never reads, as converted)."""
-    spec = archs_for("full")["deepseek_vl_hybrid"]
-    model = build_model(spec, "causal_lm")
-    batch = spec.make_batch("causal_lm", model, "padded", 0)
+    model, batch = _one_step("deepseek_vl_hybrid", "causal_lm", "padded")
     hc = model.config.high_res_vision_config
     assert batch["high_res_pixel_values"].shape == (2, hc.num_channels, hc.image_size, hc.image_size)
-    spec.loss("causal_lm", model(**batch)).backward()
     for tower in ("model.high_res_vision_model.", "model.vision_model."):   # SAM; SigLIP
         params = [p for n, p in model.named_parameters() if n.startswith(tower)]
         assert params and all(p.grad is not None for p in params), tower
@@ -321,15 +330,12 @@ def test_a_vlm_gets_its_images_under_the_name_its_image_function_reads():
     fed, nor the post-layernorm after the layer it reads)."""
     import inspect
 
-    spec = archs_for("full")["video_llava"]
-    task = spec.tasks[0]
-    model = build_model(spec, task)
-    fn = getattr(model, "get_image_features", None) or model.model.get_image_features
-    first = next(k for k, p in inspect.signature(fn).parameters.items() if p.default is p.empty)
+    from harness.archs.zoo import _image_fn
+
+    model, batch = _one_step("video_llava", inputs="padded")
+    first = next(k for k, p in inspect.signature(_image_fn(model)).parameters.items() if p.default is p.empty)
     want = first if first.startswith("pixel_values") else "pixel_values"
-    batch = spec.make_batch(task, model, "padded", 0)
     assert want in batch and "pixel_values_videos" not in batch
-    spec.loss(task, model(**batch)).backward()
     tower = [p for n, p in model.named_parameters() if "image_tower" in n and ".encoder." in n]
     assert tower and all(p.grad is not None for p in tower)
 
@@ -344,11 +350,8 @@ def test_a_vision_tower_that_keeps_the_default_main_input_name_is_fed_pixels():
     assert feed_of(transformers.Idefics3VisionTransformer, "feature") == ("pixels", "vision")
     assert feed_of(transformers.SmolVLMVisionTransformer, "feature") == ("pixels", "vision")
     assert feed_of(transformers.LlamaModel, "feature")[0] == "text"
-    spec = archs_for("full")["idefics3_vision"]
-    model = build_model(spec, "feature")
-    batch = spec.make_batch("feature", model, "unmasked", 0)
+    model, batch = _one_step("idefics3_vision", "feature", "unmasked")
     assert set(batch) == {"pixel_values"}
-    spec.loss("feature", model(**batch)).backward()
     assert all(p.grad is not None for p in model.parameters())
 
 
@@ -364,24 +367,19 @@ def test_a_dropout_field_typed_int_keeps_its_default_and_the_others_are_on():
     typed = _typed_int(cfg.attn_config, "attn_pdrop")
     assert typed == (int(transformers.__version__.split(".")[0]) >= 5)
     assert ("attn_config.attn_pdrop" in out) != typed and out["resid_pdrop"] == out["emb_pdrop"] == 0.1
-    spec = archs_for("full")["mpt"]
-    model = build_model(spec, "causal_lm")
-    spec.loss("causal_lm", model(**spec.make_batch("causal_lm", model, "padded", 0))).backward()
+    _one_step("mpt", "causal_lm", "padded")   # builds and trains
 
 
 def test_a_promptable_segmenter_gets_points_and_a_box_and_its_tower_trains():
     """SAM's mask decoder reads prompts: with pixels alone its point embeddings never trained. A positive and a
     negative point and a box per image, inside the image; every point embedding and the tower get gradients."""
-    spec = archs_for("full")["sam"]
-    model = build_model(spec, "feature")
-    batch = spec.make_batch("feature", model, "unmasked", 0)
+    model, batch = _one_step("sam", "feature", "unmasked")
     h, w = batch["pixel_values"].shape[-2:]
     assert batch["input_points"].shape == (2, 1, 2, 2) and batch["input_labels"].tolist() == [[[1, 0]]] * 2
     boxes = batch["input_boxes"]
     assert boxes.shape == (2, 1, 4) and (boxes[..., :2] <= boxes[..., 2:]).all()
     assert (batch["input_points"] >= 0).all() and (batch["input_points"][..., 0] <= w).all() \
         and (batch["input_points"][..., 1] <= h).all()
-    spec.loss("feature", model(**batch)).backward()
     grads = dict((n, p.grad) for n, p in model.named_parameters())
     assert all(grads[f"prompt_encoder.point_embed.{i}.weight"].any() for i in range(4))
     tower = [g for n, g in grads.items() if n.startswith("vision_encoder.")]
@@ -395,11 +393,7 @@ def test_a_placeholder_initializer_range_is_raised_so_that_the_tower_s_gradients
     or, for its relative-position tables, zero (SAM). The rule sets transformers' usual 0.02; ranges in use stay."""
     assert shrunk_values(AutoConfig.for_model(arch))["vision_config.initializer_range"] == 0.02
     assert "initializer_range" not in shrunk_values(AutoConfig.for_model("llama"))
-    spec = archs_for("full")[arch]
-    task = spec.tasks[0]
-    model = build_model(spec, task)
-    torch.manual_seed(0)
-    spec.loss(task, model(**spec.make_batch(task, model, spec.inputs[0], 0))).backward()
+    model, _ = _one_step(arch)
     tower = [p.grad.abs().max() for n, p in model.named_parameters() if "vision" in n and p.grad is not None]
     assert tower and 1e-6 < max(tower) < 1e3
 
