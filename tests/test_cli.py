@@ -369,3 +369,49 @@ def test_the_readme_shows_the_committed_product_ledgers():
     for path in ledgers:
         row = matrix.ledger_table(json.loads(path.read_text())).splitlines()[-1]
         assert row in readme, f"README lacks {path.name}'s row {row}"
+
+
+def test_tolerance_floor_lists_the_equivalents_atol_decides_and_float64_settles_them(tmp_path, monkeypatch, capsys):
+    """benchmarks/tolerance_floor.py: the `equivalent` cells whose difference is a large share of the tensor (the
+    absolute tolerance passed them) are listed; --float64 reruns each in float64, which tells rounding from a hidden
+    difference. The figures in the JSON are made up: full fine-tuning of BERT recomputes exactly (float64: abs 0);
+    UniLoRA on InternVL under reentrant checkpointing, gc_first, loses its shared vector's vision part on 4.57
+    (a difference of ~2e-7, below float32's atol: the entry flagged below_tolerance), not on 5.x (its vision tower
+    is hooked there)."""
+    import importlib.util
+
+    import transformers
+    from packaging.version import Version
+
+    from harness import report
+
+    spec = importlib.util.spec_from_file_location(
+        "tolerance_floor", Path(__file__).resolve().parent.parent / "benchmarks" / "tolerance_floor.py")
+    floor = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(floor)
+    big, small, other = select(backend="full", arch="bert", task="seq_cls", gc_mode="reentrant")[:3]
+    unilora = find("peft-internvl-unilora-reentrant-padded-gc_first-feature")
+    made_up = [(big, "equivalent", 0.5), (small, "equivalent", 3e-7), (other, "mismatch", 0.5),
+               (unilora, "equivalent", 0.002)]
+    run = tmp_path / "r.json"
+    run.write_text(json.dumps({"versions": report.versions(), "cells": [
+        {"id": c.id, "arch": c.arch, "method": c.method, "outcome": o, "expected": "equivalent", "reason": "",
+         "max_rel_diff": rel, "max_abs_diff": 1e-7} for c, o, rel in made_up]}))
+    monkeypatch.setattr(sys, "argv", ["tolerance_floor.py", str(run)])
+    assert floor.main() == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "4 cells, 3 equivalent; their max_rel_diff by decade: 1e-7: 1, 1e-3: 1, 1e-1: 1", "2 above 0.001:",
+        f"  rel 0.5 abs 1e-07  {big.id}", f"  rel 0.002 abs 1e-07  {unilora.id}"]
+    monkeypatch.setattr(sys, "argv", ["tolerance_floor.py", str(run), "--float64", "--rel", "0.01"])
+    assert floor.main() == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1:] == ["1 above 0.01:", f"  rel 0.5 abs 1e-07  {big.id}: float64 equivalent, abs 0 rel 0",
+                       "float64: 1 rounding (equivalent), 0 confirmed (mismatch, missing_grad), 0 unsettled (float64 "
+                       "could not judge: its baseline is not finite, ...)"]
+    monkeypatch.setattr(sys, "argv", ["tolerance_floor.py", str(run), "--float64"])
+    assert floor.main() == 0
+    out = capsys.readouterr().out.splitlines()
+    hidden = Version(transformers.__version__) < Version("5")
+    assert out[3].startswith(f"  rel 0.002 abs 1e-07  {unilora.id}: float64 {'mismatch' if hidden else 'equivalent'}")
+    assert out[-1].startswith(f"float64: {1 + (not hidden)} rounding (equivalent), {int(hidden)} confirmed (mismatch, "
+                              "missing_grad), 0 unsettled")
