@@ -13,9 +13,20 @@ from harness.cells import SelectionError, find, select
 from harness.expectations import EXPECTATIONS, MACHINES, Expect, expected
 from harness.outcomes import Outcome
 
-CASES_DIR = Path(__file__).resolve().parent.parent / "cases"
+ROOT = Path(__file__).resolve().parent.parent
+CASES_DIR = ROOT / "cases"
 
 ENV = dict(os.environ, HF_HUB_OFFLINE="1")
+
+
+def benchmark(name: str):
+    """benchmarks/NAME.py imported as a module (the scripts are not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def run_cli(*args):
@@ -255,8 +266,7 @@ def test_matrix_rerun_and_refresh_run_just_the_cells_that_changed_or_are_new(tmp
     part.write_text(json.dumps({"versions": report.versions(), "complete": True,
                                 "options": {"steps": 3, "dtype": "float32", "device": "cpu"}, "cells": stale}))
     matrix = [sys.executable, "benchmarks/matrix.py", "--backend", "full", "--parts", "1", "--out", str(out)]
-    root = Path(__file__).resolve().parent.parent
-    bad = subprocess.run([*matrix, "--rerun", "colour=red"], capture_output=True, text=True, env=ENV, cwd=root)
+    bad = subprocess.run([*matrix, "--rerun", "colour=red"], capture_output=True, text=True, env=ENV, cwd=ROOT)
     assert bad.returncode != 0 and bad.stderr.strip().splitlines() == [
         "error: --rerun 'colour=red': expected KEY=V1,V2 or KEY~TEXT with KEY one of id, backend, arch, method, "
         "gc_mode, inputs, order, task, modality, outcome, expected, matches, detail"]
@@ -264,7 +274,7 @@ def test_matrix_rerun_and_refresh_run_just_the_cells_that_changed_or_are_new(tmp
     done = subprocess.run([*matrix, "--rerun", "gc_mode=reentrant", "--rerun", "outcome=mismatch", "--rerun",
                            "detail~xyz,OL", "--",
                            "--arch", "bert", "--task", "seq_cls"],
-                          capture_output=True, text=True, env=ENV, cwd=root, timeout=600)
+                          capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=600)
     n_reentrant = sum(c.gc_mode == "reentrant" for c in cells)
     assert 0 < n_reentrant < len(cells)
     assert f"# --rerun: {n_reentrant} cells dropped from 1 parts" in done.stdout, done.stdout + done.stderr
@@ -279,7 +289,7 @@ def test_matrix_rerun_and_refresh_run_just_the_cells_that_changed_or_are_new(tmp
     part.write_text(json.dumps({**data, "cells": list(rerun.values())}))
     ledger = tmp_path / "ledger.json"
     fresh = subprocess.run([*matrix, "--refresh", "--ledger", str(ledger), "--", "--arch", "bert", "--task", "seq_cls"],
-                           capture_output=True, text=True, env=ENV, cwd=root, timeout=600)
+                           capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=600)
     data = json.loads(part.read_text())
     assert data["complete"] and sorted(r["id"] for r in data["cells"]) == sorted(c.id for c in cells), fresh.stdout
     assert [r for r in data["cells"] if r["id"] in rerun] == list(rerun.values())
@@ -294,14 +304,9 @@ def test_matrix_ledger_keeps_each_complete_parts_figures(tmp_path):
     """benchmarks/matrix.py --ledger: the product's figures outlive its run folder. Each complete part's histogram
     (re-judged), its cells not as expected and its cell time go into a small JSON keyed by part; an incomplete
     part is left out, a part rerun replaces its entry, a part of other options is refused."""
-    import importlib.util
-
     from harness import report
 
-    spec = importlib.util.spec_from_file_location("matrix", Path(__file__).resolve().parent.parent /
-                                                  "benchmarks" / "matrix.py")
-    matrix = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(matrix)
+    matrix = benchmark("matrix")
 
     def part(name, complete, outcomes, options=None):
         cells = [{"id": f"full-{arch}-full-reentrant-masked-gc_first", "backend": "full", "arch": arch,
@@ -357,14 +362,9 @@ def test_the_readme_shows_the_committed_product_ledgers():
     """The README's product table is the committed ledgers' (benchmarks/product/*.json), row for row as
     `matrix.py --ledger` prints them: figures in the docs come from data, and a ledger committed without its
     README row (or a row edited by hand) fails here."""
-    import importlib.util
-
-    root = Path(__file__).resolve().parent.parent
-    spec = importlib.util.spec_from_file_location("matrix", root / "benchmarks" / "matrix.py")
-    matrix = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(matrix)
-    readme = (root / "README.md").read_text()
-    ledgers = sorted((root / "benchmarks" / "product").glob("*.json"))
+    matrix = benchmark("matrix")
+    readme = (ROOT / "README.md").read_text()
+    ledgers = sorted((ROOT / "benchmarks" / "product").glob("*.json"))
     assert ledgers
     for path in ledgers:
         row = matrix.ledger_table(json.loads(path.read_text())).splitlines()[-1]
@@ -378,17 +378,12 @@ def test_tolerance_floor_lists_the_equivalents_atol_decides_and_float64_settles_
     UniLoRA on InternVL under reentrant checkpointing, gc_first, loses its shared vector's vision part on 4.57
     (a difference of ~2e-7, below float32's atol: the entry flagged below_tolerance), not on 5.x (its vision tower
     is hooked there)."""
-    import importlib.util
-
     import transformers
     from packaging.version import Version
 
     from harness import report
 
-    spec = importlib.util.spec_from_file_location(
-        "tolerance_floor", Path(__file__).resolve().parent.parent / "benchmarks" / "tolerance_floor.py")
-    floor = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(floor)
+    floor = benchmark("tolerance_floor")
     big, small, other = select(backend="full", arch="bert", task="seq_cls", gc_mode="reentrant")[:3]
     unilora = find("peft-internvl-unilora-reentrant-padded-gc_first-feature")
     made_up = [(big, "equivalent", 0.5), (small, "equivalent", 3e-7), (other, "mismatch", 0.5),
