@@ -22,10 +22,10 @@ complete or not: the cells of its shard not in it yet run (model types the zoo h
 is kept. Neither while another matrix process writes the same folder.
 
 --ledger FILE keeps the product's figures where a lost run folder cannot take them: each complete part's histogram
-(re-judged against the current expectations), its cells not as expected and its cell time go into FILE (a small
-JSON, committed), keyed by part, as each part ends and for every complete part at the end, where the table of all
-parts it holds is printed. One ledger holds one set of versions
-and options; a part rerun replaces its entry. With every part complete, it only updates the ledger.
+(re-judged in a fresh process, against the expectations on disk then, not those this long-lived process imported),
+its cells not as expected and its cell time go into FILE (a small JSON, committed), keyed by part, as each part
+ends and for every complete part at the end, where the table of all parts it holds is printed. One ledger holds one
+set of versions and options; a part rerun replaces its entry. With every part complete, it only updates the ledger.
 """
 from __future__ import annotations
 
@@ -108,16 +108,31 @@ def complete(path: str) -> bool:
         return False
 
 
+MERGE = "--merge-into-ledger"   # ledger_add's child process: argv LEDGER BACKEND N RUNS-as-JSON
+
+
 def ledger_add(ledger: str, backend: str, n: int, runs: dict[int, str]) -> dict:
     """Merge the summaries of the complete runs {part: path} into the ledger file (created if missing); returns it.
+    The cells are re-judged in a fresh process, with the expectations on disk now: a matrix runs for hours, and
+    an expectations change pulled meanwhile must count (this process keeps what it imported at its start).
     The read-merge-write holds an exclusive lock on LEDGER.lock: the parts running in threads, and another matrix
     process on the same ledger (a --rerun of finished parts beside the product), each add their entries."""
+    done = subprocess.run([sys.executable, os.path.abspath(__file__), MERGE, ledger, backend, str(n),
+                           json.dumps(runs)], capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else
+                         f"error: --ledger {ledger}: merging exited {done.returncode}")
+    with open(ledger) as fh:
+        return json.load(fh)
+
+
+def _ledger_locked(ledger: str, backend: str, n: int, runs: dict[int, str]) -> None:
     with open(ledger + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return _ledger_merge(ledger, backend, n, runs)
+        _ledger_merge(ledger, backend, n, runs)
 
 
-def _ledger_merge(ledger: str, backend: str, n: int, runs: dict[int, str]) -> dict:
+def _ledger_merge(ledger: str, backend: str, n: int, runs: dict[int, str]) -> None:
     from harness.cells import SelectionError
     from harness.cli import _read_run, _rejudge
 
@@ -152,7 +167,6 @@ def _ledger_merge(ledger: str, backend: str, n: int, runs: dict[int, str]) -> di
         json.dump(book, fh, indent=1)
         fh.write("\n")
     os.replace(ledger + ".tmp", ledger)
-    return book
 
 
 def spans(ks: list[int]) -> str:
@@ -241,4 +255,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    if sys.argv[1:2] == [MERGE]:
+        _ledger_locked(sys.argv[2], sys.argv[3], int(sys.argv[4]),
+                       {int(k): p for k, p in json.loads(sys.argv[5]).items()})
+    else:
+        sys.exit(main())
