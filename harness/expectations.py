@@ -512,14 +512,15 @@ EXPECTATIONS: list[Expect] = [
     Expect({**P, "arch": "udop", "order": "adapter_first"}, Outcome.GC_ERROR,
            "as above, on every task of UDOP (seen with the LoRA family once the harness fed its decoder under "
            "peft's wrapper)", f"{TF_SRC}/models/udop/modeling_udop.py", {"transformers": ">=5"}),
-    Expect({**P, "arch": ("lfm3_vl_vision", "siglip2", "lfm2_vl"), "method": ("adalora", "c3a", "gralora"),
+    Expect({**P, "arch": ("lfm3_vl_vision", "lfm3_vl", "siglip2", "lfm2_vl"), "method": ("adalora", "c3a", "gralora"),
             "order": "gc_first"},
            Outcome.GC_ERROR,
            "the same in-place add on the hooked leaf, made by the adapter: LFM3-VL's vision tower's input embeddings "
            "are its patch embedding, a Linear the generic targets adapt; enable_input_require_grads hooked it before "
            "peft wrapped it, so the base layer's output is a leaf requiring grad, to which AdaLoRA, C3A and GraLoRA "
-           "add in place (`result += ...`; LoRA adds out of place); both gc modes (seen on 5.24.0; SigLIP2's "
-           "vision tower inside Siglip2Model and LFM2-VL's the same, peft/tuners/c3a/layer.py:199)",
+           "add in place (`result += ...`; LoRA adds out of place); both gc modes, every task (seen on 5.24.0; the "
+           "same tower inside the whole LFM3-VL model, SigLIP2's inside Siglip2Model and LFM2-VL's the same, "
+           "peft/tuners/c3a/layer.py:199)",
            f"{PEFT_SRC}/tuners/adalora/layer.py#L195", {"peft": ">=0.14", "transformers": ">=5"}),
     Expect({"backend": "full", "arch": ("deberta-v2", "sew-d"), "gc_mode": "reentrant"}, Outcome.GC_ERROR,
            "the layer-normed relative embeddings (below) on transformers 5 too (seen on 5.24.0)",
