@@ -27,17 +27,12 @@ import re
 from collections import defaultdict
 from functools import lru_cache
 
-from .outcomes import Outcome
+from .outcomes import OUT_OF_MEMORY, Outcome
 
 TABLE_PACKAGE = "harness.baselines"
 TABLE_DIR = os.path.join(os.path.dirname(__file__), "baselines")
 KEY_FIELDS = ("arch", "method", "inputs", "task")
 LIBRARY = {"peft": "peft", "adapters": "adapters", "full": None}   # backend -> the library it calibrates
-# a run that exhausted the address-space cap (torch's allocator, oneDNN, Python). After one such run (BOFT on the
-# tiny NeMo SpeechLM) every later run of the process failed so too (5.24.0: 245 of 261 baselines of a rerun of
-# part of shard 7/16; gc and malloc_trim did not give the memory back): what the process did, not the release
-OUT_OF_MEMORY = re.compile(r"can't allocate memory|Cannot allocate memory|MemoryError|could not create a primitive|"
-                           r"out of memory", re.I)
 
 
 def table_name(backend: str, transformers_version: str) -> str:

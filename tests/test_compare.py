@@ -97,6 +97,17 @@ def test_nondeterministic_baseline_and_noise_floor():
     assert v.tolerance["atol"] > DEFAULT_TOL["float32"][0] and v.noise_floor > 0
 
 
+def test_a_replay_that_fails_is_nondeterministic_unless_it_ran_out_of_memory():
+    """Phi-4-MM + FRoD (5.24.0 product parts 58, 60): the replay's attach ran out of the address space the process
+    had left; run alone, the cells are equivalent. That is not the baseline disagreeing with itself."""
+    v = compare(base(), make(error="train: RuntimeError: index 7 is out of bounds"), make())
+    assert v.outcome is Outcome.NONDETERMINISTIC and "baseline replay train" in v.detail
+    oom = ("attach: RuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate "
+           "memory: you tried to allocate 1677557760 bytes. Error code 12 (Cannot allocate memory)")
+    v = compare(base(), make(error=oom), make())
+    assert v.outcome is Outcome.ERROR and v.detail.startswith("baseline replay ran out of memory") and oom in v.detail
+
+
 def test_vacuous_baseline_is_error_and_unexercised_is_reported():
     zero = {"w": torch.zeros(3, dtype=torch.float64), "b": torch.zeros(1, dtype=torch.float64)}
     b = base()
