@@ -60,7 +60,6 @@ def steps(layerdrop: float) -> list[tuple[tuple[bool, bool], str | None]]:
                 loss.backward()
             else:   # the first adapted block skipped: its entry hook never ran, no adapter took part in the step
                 err = "bypassed"
-
         except Exception as exc:  # noqa: BLE001 - the bug is an exception
             err = f"{type(exc).__name__}: {exc}"
         out.append((tuple(ran), err))

@@ -191,10 +191,10 @@ def compare(base: Trace | None, replay: Trace | None, cand: Trace, dtype: str = 
     atol, rtol = DEFAULT_TOL.get(dtype, DEFAULT_TOL["float32"])
     noise = 0.0
     if replay is not None:
-        if not replay.ok and OUT_OF_MEMORY.search(replay.error):   # the process's memory, not the model's dice
-            return v(Outcome.ERROR, f"baseline replay ran out of memory (the --memory-gb cap, with what the process "
-                                    f"held before; run the cell alone to tell): {replay.error}")
         if not replay.ok:
+            if OUT_OF_MEMORY.search(replay.error):   # the process's memory, not the model's dice
+                return v(Outcome.ERROR, f"baseline replay ran out of memory (the --memory-gb cap, with what the "
+                                        f"process held before; run the cell alone to tell): {replay.error}")
             return v(Outcome.NONDETERMINISTIC, f"baseline replay {replay.error}")
         if _nonzero_set(replay) != _nonzero_set(base):
             return v(Outcome.NONDETERMINISTIC, "baseline replay gives gradients to a different set of parameters")
