@@ -12,7 +12,10 @@ What a CI matrix of `python -m harness run --shard K/N` jobs does, for a machine
 its own process (a run that exhausts the memory cap leaves later parts unharmed) writing OUT/r_K_of_N.json;
 parts whose JSON is already complete are not run again, and a part cut short resumes where it stopped
 (`harness run --resume`: same versions and options required), so an interrupted matrix resumes. At the end it
-prints each part's wall time and `python -m harness check -q` over every part found (the histogram).
+prints each part's wall time and `python -m harness check -q` over every part found (the histogram). A part's
+cells that ran out of memory (the run, its baseline or the replay: the memory cap was exhausted, with what the
+part's process held before counting) are dropped when the part ends and run again once, in a fresh process that
+runs only them; what they give there stands.
 
 --rerun KEY=V1,V2 first drops the matching cells from the parts' JSONs (repeated: a cell must match each; KEY is a
 field of a cell record, e.g. arch, method, gc_mode, outcome, matches; KEY~TEXT: the field contains TEXT, e.g.
@@ -98,6 +101,21 @@ def drop_cells(path: str, wanted: list[tuple[str, str, set[str]]]) -> int:
             json.dump(data, fh, indent=1)
         os.replace(path + ".tmp", path)
     return dropped
+
+
+def out_of_memory(path: str) -> set[str]:
+    """The ids (lower case, as drop_cells matches them) of the cells of the run JSON at `path` whose run, baseline
+    or replay ran out of memory: an address-space cap exhausted with what the process held before counts, so such
+    a cell says nothing of the release until it has run in a process of its own (5.24.0 product: Phi-4-MM + FRoD's
+    replays in parts 51, 54, 58, 60, all equivalent alone)."""
+    from harness.outcomes import OUT_OF_MEMORY
+
+    try:
+        with open(path) as fh:
+            cells = json.load(fh)["cells"]
+    except (OSError, ValueError, KeyError):
+        return set()
+    return {c["id"].lower() for c in cells if OUT_OF_MEMORY.search(c.get("detail") or "")}
 
 
 def complete(path: str) -> bool:
@@ -227,13 +245,23 @@ def main() -> int:
     todo = [k for k in parts(args.only, n) if args.refresh or not complete(path(k, "json"))]
     print(f"# {len(todo)} parts of {n} to run, {args.jobs} at a time", flush=True)
 
-    def one(k: int) -> None:
-        t0 = time.perf_counter()
+    def run_part(k: int) -> int:
         resume = ["--resume"] if os.path.exists(path(k, "json")) else []
         with open(path(k, "log"), "a" if resume else "w") as log:
-            rc = subprocess.call([sys.executable, "-m", "harness", "run", "--backend", args.backend, "--shard",
-                                  f"{k}/{n}", "--json", path(k, "json"), "-q", *resume, *args.run_args],
-                                 stdout=log, stderr=subprocess.STDOUT)
+            return subprocess.call([sys.executable, "-m", "harness", "run", "--backend", args.backend, "--shard",
+                                    f"{k}/{n}", "--json", path(k, "json"), "-q", *resume, *args.run_args],
+                                   stdout=log, stderr=subprocess.STDOUT)
+
+    def one(k: int) -> None:
+        t0 = time.perf_counter()
+        rc = run_part(k)
+        starved = out_of_memory(path(k, "json")) if complete(path(k, "json")) else set()
+        if starved:   # what the part's process held decided these: run them again in a process of their own
+            drop_cells(path(k, "json"), [("id", "=", starved)])
+            rc = run_part(k)
+            again = len(out_of_memory(path(k, "json")) & starved)
+            print(f"part {k}/{n}: {len(starved)} cells ran out of memory, run again in a fresh process: "
+                  f"{len(starved) - again} ran, {again} ran out of memory again", flush=True)
         print(f"part {k}/{n}: exit {rc}, {time.perf_counter() - t0:.0f} s wall", flush=True)
         if args.ledger and complete(path(k, "json")):   # as each part ends: a matrix cut short keeps its figures
             ledger_add(args.ledger, args.backend, n, {k: path(k, "json")})

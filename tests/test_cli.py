@@ -300,6 +300,42 @@ def test_matrix_rerun_and_refresh_run_just_the_cells_that_changed_or_are_new(tmp
     assert f"# ledger {ledger}: 1 of 1 parts" in fresh.stdout and "| 1 of 1 |" in fresh.stdout
 
 
+def test_matrix_runs_a_parts_out_of_memory_cells_again_in_a_fresh_process(tmp_path):
+    """benchmarks/matrix.py: a cell whose run, baseline or replay ran out of memory when its part ended (the cap
+    exhausted with what the part's process held before: 5.24.0's Phi-4-MM + FRoD replays) runs again once, in a
+    process of its own; the part's other cells are kept as they were."""
+    from harness import report
+
+    cells = select(backend="full", arch="bert", task="seq_cls", tier="full", gc_mode="reentrant", order="gc_first")
+    starved = {cells[0].id: "baseline replay ran out of memory (DefaultCPUAllocator: can't allocate memory: you "
+                            "tried to allocate 1677557760 bytes); run the cell alone to tell",
+               cells[1].id: "candidate train: MemoryError"}
+    records = [{"id": c.id, **{a: getattr(c, a) for a in ("backend", "arch", "method", "gc_mode", "inputs", "order",
+                                                           "task")},
+                "modality": "text", "outcome": "error" if c.id in starved else "equivalent",
+                "expected": "equivalent", "matches": c.id not in starved, "detail": starved.get(c.id, "kept"),
+                "seconds": -1.0} for c in cells]
+    assert len(records) > len(starved)
+    out = tmp_path / "runs"
+    out.mkdir()
+    part = out / "r_1_of_1.json"
+    part.write_text(json.dumps({"versions": report.versions(), "complete": True,
+                                "options": {"steps": 3, "dtype": "float32", "device": "cpu"}, "cells": records}))
+    done = subprocess.run([sys.executable, "benchmarks/matrix.py", "--backend", "full", "--parts", "1", "--out",
+                           str(out), "--refresh", "--", "--arch", "bert", "--task", "seq_cls", "--gc-mode",
+                           "reentrant", "--order", "gc_first"],
+                          capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=600)
+    assert "part 1/1: 2 cells ran out of memory, run again in a fresh process: 2 ran, 0 ran out of memory again" \
+        in done.stdout, done.stdout + done.stderr
+    data = {r["id"]: r for r in json.loads(part.read_text())["cells"]}
+    assert json.loads(part.read_text())["complete"] and sorted(data) == sorted(c.id for c in cells)
+    assert {i: (data[i]["outcome"], data[i]["seconds"] >= 0) for i in starved} == {i: ("equivalent", True)
+                                                                                 for i in starved}
+    kept = [r["id"] for r in records if r["id"] not in starved]
+    assert [(data[i]["outcome"], data[i]["detail"], data[i]["seconds"]) for i in kept] == [("equivalent", "kept", -1.0)]
+    assert f"{len(cells)} cells: " in done.stdout and "0 not as expected" in done.stdout
+
+
 def test_matrix_ledger_keeps_each_complete_parts_figures(tmp_path, monkeypatch):
     """benchmarks/matrix.py --ledger: the product's figures outlive its run folder. Each complete part's histogram
     (re-judged), its cells not as expected and its cell time go into a small JSON keyed by part; an incomplete
