@@ -13,9 +13,9 @@ its own process (a run that exhausts the memory cap leaves later parts unharmed)
 parts whose JSON is already complete are not run again, and a part cut short resumes where it stopped
 (`harness run --resume`: same versions and options required), so an interrupted matrix resumes. At the end it
 prints each part's wall time and `python -m harness check -q` over every part found (the histogram). A part's
-cells that ran out of memory (the run, its baseline or the replay: the memory cap was exhausted, with what the
-part's process held before counting) are dropped when the part ends and run again once, in a fresh process that
-runs only them; what they give there stands.
+cells that ran out of memory (their run, baseline or replay exhausted the memory cap, to which all the part's
+process held before counts) are dropped when the part ends and run again once, in a fresh process that runs only
+them; what they give there stands.
 
 --rerun KEY=V1,V2 first drops the matching cells from the parts' JSONs (repeated: a cell must match each; KEY is a
 field of a cell record, e.g. arch, method, gc_mode, outcome, matches; KEY~TEXT: the field contains TEXT, e.g.
