@@ -250,16 +250,22 @@ def test_check_rejudges_a_run_against_the_expectations(tmp_path, capsys):
     assert "other versions than installed here: torch 0.1" in capsys.readouterr().err
 
 
+def cell_record(cell, outcome: str, detail: str) -> dict:
+    """A text cell's record as `harness run` writes it, expected equivalent, with seconds -1 (not run here): a run
+    record rerun by matrix.py gets its real time."""
+    from harness import AXES
+
+    return {"id": cell.id, **{a: getattr(cell, a) for a in AXES}, "modality": "text", "outcome": outcome,
+            "expected": "equivalent", "matches": outcome == "equivalent", "detail": detail, "seconds": -1.0}
+
+
 def test_matrix_rerun_and_refresh_run_just_the_cells_that_changed_or_are_new(tmp_path):
     """benchmarks/matrix.py --rerun: after a change that alters some cells' results, those cells (and only they)
     are dropped from the finished parts and run again; the rest of the part is kept as it was."""
     from harness import report
 
     cells = select(backend="full", arch="bert", task="seq_cls", tier="full")
-    stale = [{"id": c.id, **{a: getattr(c, a) for a in ("backend", "arch", "method", "gc_mode", "inputs", "order",
-                                                         "task")},
-              "modality": "text", "outcome": "mismatch", "expected": "equivalent", "matches": False, "detail": "old",
-              "seconds": -1.0} for c in cells]
+    stale = [cell_record(c, "mismatch", "old") for c in cells]
     out = tmp_path / "runs"
     out.mkdir()
     part = out / "r_1_of_1.json"
@@ -310,11 +316,7 @@ def test_matrix_runs_a_parts_out_of_memory_cells_again_in_a_fresh_process(tmp_pa
     starved = {cells[0].id: "baseline replay ran out of memory (DefaultCPUAllocator: can't allocate memory: you "
                             "tried to allocate 1677557760 bytes); run the cell alone to tell",
                cells[1].id: "candidate train: MemoryError"}
-    records = [{"id": c.id, **{a: getattr(c, a) for a in ("backend", "arch", "method", "gc_mode", "inputs", "order",
-                                                           "task")},
-                "modality": "text", "outcome": "error" if c.id in starved else "equivalent",
-                "expected": "equivalent", "matches": c.id not in starved, "detail": starved.get(c.id, "kept"),
-                "seconds": -1.0} for c in cells]
+    records = [cell_record(c, "error" if c.id in starved else "equivalent", starved.get(c.id, "kept")) for c in cells]
     assert len(records) > len(starved)
     out = tmp_path / "runs"
     out.mkdir()
@@ -327,8 +329,9 @@ def test_matrix_runs_a_parts_out_of_memory_cells_again_in_a_fresh_process(tmp_pa
                           capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=600)
     assert "part 1/1: 2 cells ran out of memory, run again in a fresh process: 2 ran, 0 ran out of memory again" \
         in done.stdout, done.stdout + done.stderr
-    data = {r["id"]: r for r in json.loads(part.read_text())["cells"]}
-    assert json.loads(part.read_text())["complete"] and sorted(data) == sorted(c.id for c in cells)
+    written = json.loads(part.read_text())
+    data = {r["id"]: r for r in written["cells"]}
+    assert written["complete"] and sorted(data) == sorted(c.id for c in cells)
     assert {i: (data[i]["outcome"], data[i]["seconds"] >= 0) for i in starved} == {i: ("equivalent", True)
                                                                                  for i in starved}
     kept = [r["id"] for r in records if r["id"] not in starved]
