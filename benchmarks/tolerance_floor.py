@@ -41,12 +41,12 @@ def main() -> int:
                                                            "difference float64 confirms")
     args = ap.parse_args()
     from harness.cells import SelectionError
-    from harness.cli import _read_run
+    from harness.records import read_run
 
     cells: dict[str, dict] = {}
     try:
         for path in args.runs:
-            cells.update((r["id"], r) for r in _read_run(path)["cells"])
+            cells.update((r["id"], r) for r in read_run(path)["cells"])
     except SelectionError as exc:
         raise SystemExit(f"error: {exc}") from None
     eq = [r for r in cells.values() if r["outcome"] == "equivalent"]

@@ -1,12 +1,10 @@
-"""Baseline calibration: which plain (not checkpointed) training runs fail on a release, measured.
+"""Baseline calibration, the lookup: which plain (not checkpointed) training runs fail on the installed release.
 
 A cell whose plain run already fails, or is vacuous (no trainable tensor ever gets a gradient), cannot say
 anything about checkpointing: its outcome is `error` (`unsupported` when the failure is the library's own
-refusal of the method). Over the peft x zoo product these are thousands of cells in hundreds of classes
-(each 1/256 shard showed ~20 new ones), so they are not hand-written one by one: `python -m harness
-calibrate` runs only the plain baseline of each (backend, arch, method, inputs, task) once -- one of the
-six training runs its four cells cost -- and `calibrate --table-from RUN.json...` turns such runs (shards
-of one release allowed) into the generated table ``harness/baselines/<backend>_v<transformers>.py``.
+refusal of the method). Over the peft x zoo product these are thousands of cells in hundreds of classes, so they
+are not hand-written one by one: they are measured (:mod:`harness.calibrate`, ``python -m harness calibrate``)
+into a generated table ``harness/tables/baselines_<backend>_v<transformers>.py``, read here.
 
 The expectations consult that table for the installed versions (transformers and the backend's library
 equal to the calibrated ones): a cell whose baseline is listed there is expected to come out as the plain
@@ -18,217 +16,45 @@ is to be fixed in the harness, not kept in the table.
 """
 from __future__ import annotations
 
-import importlib
-import json
-import os
-import pkgutil
-import pprint
 import re
-from collections import defaultdict
 from functools import lru_cache
 
-from .outcomes import OUT_OF_MEMORY, Outcome
+from . import tables
+from .versions import installed
 
-TABLE_PACKAGE = "harness.baselines"
-TABLE_DIR = os.path.join(os.path.dirname(__file__), "baselines")
 KEY_FIELDS = ("arch", "method", "inputs", "task")
 LIBRARY = {"peft": "peft", "adapters": "adapters", "full": None}   # backend -> the library it calibrates
+LIST_CLASSES = 40
 
 
 def table_name(backend: str, transformers_version: str) -> str:
-    return f"{backend}_v" + re.sub(r"[^0-9A-Za-z]+", "_", transformers_version)
+    return tables.name("baselines", transformers_version, backend)
 
 
-def _key_in_shards(backend: str, key: tuple, shards) -> bool:
+def key_in_shards(backend: str, key: tuple, shards) -> bool:
     """The split of cells.in_shard, for a key (arch, method, inputs, task) of `backend`."""
     from .cells import key_in_shard
 
     return any(key_in_shard("-".join((backend, *key)), tuple(s)) for s in shards)
 
 
-# ---------------------------------------------------------------------------------------------
-# measuring
-def calibrate(cells, runner, out: dict, report_line=print, after=lambda: None) -> dict:
-    """Run the plain baseline of each distinct baseline key of `cells` once, filling `out` {key: record}
-    as it goes (an interrupted run keeps what finished); `after()` is called after each baseline. A baseline
-    that ran out of memory is recorded as `resource` and never becomes a table entry (OUT_OF_MEMORY)."""
-    from .compare import baseline_defect
-
-    todo = {}
-    for c in sorted(cells, key=lambda c: (c.baseline_key, c.id)):
-        todo.setdefault(c.baseline_key, c)
-    for i, (key, cell) in enumerate(todo.items()):
-        base = runner.plain(cell)
-        defect = baseline_defect(base)
-        seconds = base.seconds
-        del base   # its float64 copy of the state (4 GB: RandLoRA on qwen3_5_text) is not kept through the next run
-        out[key] = _mark_resource({"backend": cell.backend, **{f: getattr(cell, f) for f in KEY_FIELDS},
-                                   "outcome": defect[0].value if defect else None,
-                                   "detail": defect[1] if defect else "", "seconds": round(seconds, 3)})
-        if defect:
-            report_line(f"[{i + 1}/{len(todo)}] {key}: {out[key]['outcome'] or 'resource'}: {defect[1]}")
-        after()
-    return out
-
-
-def _mark_resource(rec: dict) -> dict:
-    """A failing record whose detail is running out of memory becomes `resource` (outcome None: not tabled)."""
-    if rec.get("outcome") and OUT_OF_MEMORY.search(rec.get("detail") or ""):
-        rec.update(outcome=None, resource=True)
-    rec.setdefault("resource", False)
-    return rec
-
-
-def write_json(path: str, records: dict, selection: dict, complete: bool) -> None:
-    from .report import dump
-
-    dump(path, complete, indent=0, selection=selection, baselines=records)
-
-
-# ---------------------------------------------------------------------------------------------
-# the generated table
-class TableError(ValueError):
-    """A calibration JSON that cannot make a table (one line for the user)."""
-
-
-def write_tables(paths: list[str], out_dir: str = TABLE_DIR) -> list[str]:
-    """Merge calibration runs (shards of one release) into one table module per backend, on top of the installed
-    table of the same versions if there is one (so a table grows shard by shard; delete it to start afresh).
-    Unfiltered runs replace whole shards; filtered runs (e.g. `--task feature` after a harness fix) replace the
-    keys they measured, within the shards the table then covers."""
-    runs = []
-    for p in paths:
-        try:
-            with open(p) as fh:
-                runs.append(json.load(fh))
-        except (OSError, ValueError) as exc:
-            raise TableError(f"cannot read a calibration JSON from {p!r}: {type(exc).__name__}: {exc}") from None
-    for p, r in zip(paths, runs):
-        if not r.get("complete"):
-            raise TableError(f"{p}: a table needs complete runs; this one is incomplete (`calibrate --resume` finishes it)")
-        if r["versions"] != runs[0]["versions"]:
-            raise TableError(f"{p}: made with other versions ({r['versions']}) than {paths[0]}")
-    versions = runs[0]["versions"]
-    by_backend: dict[str, dict] = {}
-    shards: dict[str, set] = {}
-    seconds: dict[str, float] = {}
-    for b in {b for r in runs for b in r["selection"]["backends"]}:
-        by_backend[b], shards[b], seconds[b] = _table_records(b, versions)
-    updates = [r for r in runs if r["selection"].get("filters")]
-    for r in [r for r in runs if not r["selection"].get("filters")]:
-        for rec in r["baselines"].values():
-            by_backend[rec["backend"]][tuple(rec[f] for f in KEY_FIELDS)] = rec
-            seconds[rec["backend"]] += rec["seconds"]
-        for b in r["selection"]["backends"]:
-            shards[b].add(tuple(r["selection"]["shard"] or (1, 1)))
-    for r in updates:
-        for b in r["selection"]["backends"]:
-            if not shards[b]:
-                raise TableError(f"a filtered calibration run updates a {b} table for transformers "
-                                 f"{versions['transformers']}; there is none here: give unfiltered runs too")
-        for rec in r["baselines"].values():     # within the calibrated shards only: a table covers whole shards
-            key = tuple(rec[f] for f in KEY_FIELDS)
-            if _key_in_shards(rec["backend"], key, shards[rec["backend"]]):
-                by_backend[rec["backend"]][key] = rec
-                seconds[rec["backend"]] += rec["seconds"]
-    written = []
-    for backend, recs in sorted(by_backend.items()):
-        for rec in recs.values():   # also what runs and tables made before `resource` was recorded say
-            _mark_resource(rec)
-        path = os.path.join(out_dir, table_name(backend, versions["transformers"]) + ".py")
-        _write_table(path, backend, recs, sorted(shards[backend]), versions, seconds[backend])
-        written.append(path)
-    return written
-
-
-def _table_records(backend: str, versions: dict) -> tuple[dict, set, float]:
-    """The installed table of `backend` for `versions` back as records {key: record} over its shards (a key it
-    does not list passed), with its shards and seconds; empty without such a table."""
-    from .cells import full_product
-
-    mod = table(backend)
-    lib = LIBRARY.get(backend)
-    if mod is None or any(mod.CALIBRATED_ON.get(k) != versions.get(k) for k in ("transformers", "torch", lib) if k):
-        return {}, set(), 0.0
-    on = mod.CALIBRATED_ON
-    exact, pair = _index(backend)
-    recs = {}
-    for c in full_product(backend):
-        key = tuple(getattr(c, f) for f in KEY_FIELDS)
-        if key not in recs and _key_in_shards(backend, key, on["shards"]):
-            outcome, detail = exact.get(key) or pair.get(key[:2]) or (None, "")
-            recs[key] = {"backend": backend, **dict(zip(KEY_FIELDS, key)), "outcome": outcome, "detail": detail,
-                         "seconds": 0.0}
-    return recs, {tuple(s) for s in on["shards"]}, float(on["seconds"])
-
-
-def _compress(recs: dict) -> list[tuple]:
-    """(outcome, detail, keys): keys as (arch, method, inputs, task), with ('*', '*') for inputs and task when
-    every calibrated baseline of that arch and method fails alike."""
-    per_pair = defaultdict(set)
-    for (arch, method, inputs, task) in recs:
-        per_pair[(arch, method)].add((inputs, task))
-    groups = defaultdict(lambda: defaultdict(set))
-    for key, rec in recs.items():
-        if rec["outcome"]:
-            groups[(rec["outcome"], rec["detail"])][key[:2]].add(key[2:])
-    out = []
-    for (outcome, detail), pairs in sorted(groups.items(), key=lambda kv: (-sum(map(len, kv[1].values())), kv[0])):
-        keys = []
-        for pair, rest in sorted(pairs.items()):
-            keys.extend([(*pair, "*", "*")] if rest == per_pair[pair] else [(*pair, *r) for r in sorted(rest)])
-        out.append((outcome, detail, tuple(keys)))
-    return out
-
-
-def _write_table(path, backend, recs, shards, versions, seconds) -> None:
-    fails = _compress(recs)
-    lib = LIBRARY.get(backend)
-    on = {"transformers": versions["transformers"], "torch": versions["torch"],
-          **({lib: versions.get(lib)} if lib else {}), "shards": [list(s) for s in shards],
-          "baselines": len(recs), "failing": sum(1 for r in recs.values() if r["outcome"]),
-          "seconds": round(seconds)}
-    lines = [f'"""Baseline calibration of backend {backend}: GENERATED by `python -m harness calibrate '
-             f'--table-from ...`; do not edit.',
-             "",
-             "The plain (not checkpointed) runs that fail or are vacuous, as (outcome, detail, baseline keys); a key",
-             "is (arch, method, inputs, task), '*' for every inputs/task calibrated. See harness/calibration.py.",
-             '"""',
-             "# flake8: noqa",
-             f"CALIBRATED_ON = {on!r}",
-             "",
-             "FAILS = ["]
-    for outcome, detail, keys in fails:
-        body = pprint.pformat(keys, width=110, compact=True).replace("\n", "\n     ")
-        lines.append(f"    ({outcome!r}, {detail!r},\n     {body}),")
-    lines.append("]")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as fh:
-        fh.write("\n".join(lines) + "\n")
-
-
-# ---------------------------------------------------------------------------------------------
-# lookup
 @lru_cache(maxsize=None)
 def table(backend: str):
     """The generated table of `backend` for the installed versions, or None (then nothing is calibrated)."""
-    from .expectations import installed
-
     tf = installed("transformers")
     if tf is None:
         return None
-    name = table_name(backend, tf)
-    if name not in {m.name for m in pkgutil.iter_modules([TABLE_DIR])}:
-        return None
-    mod = importlib.import_module(f"{TABLE_PACKAGE}.{name}")
+    mod = tables.load(table_name(backend, tf))
     lib = LIBRARY.get(backend)
-    if lib and mod.CALIBRATED_ON.get(lib) != installed(lib):
+    if mod is None or lib and mod.CALIBRATED_ON.get(lib) != installed(lib):
         return None
     return mod
 
 
 @lru_cache(maxsize=None)
-def _index(backend: str) -> tuple[dict, dict]:
+def index(backend: str) -> tuple[dict, dict]:
+    """The table's failing keys: ({(arch, method, inputs, task): (outcome, detail)}, {(arch, method): ...} for
+    the keys that hold for every inputs and task)."""
     mod = table(backend)
     exact, pair = {}, {}
     if mod is not None:
@@ -238,28 +64,25 @@ def _index(backend: str) -> tuple[dict, dict]:
     return exact, pair
 
 
-def baseline_failure(cell_fields: dict):
-    """(an Expect, the stage it failed in: build | attach | train) for a cell whose plain run the installed
-    release's table lists as failing, else (None, None)."""
-    from .expectations import Expect
-
+def baseline_failure(cell_fields: dict) -> tuple[tuple[str, str, str] | None, str | None]:
+    """((outcome, reason, link), the stage it failed in: build | attach | train) for a cell whose plain run the
+    installed release's table lists as failing, else (None, None)."""
     backend = cell_fields.get("backend")
     mod = table(backend) if backend else None
     if mod is None:
         return None, None
     key = tuple(str(cell_fields.get(f)) for f in KEY_FIELDS)
-    if not _key_in_shards(backend, key, mod.CALIBRATED_ON["shards"]):
+    if not key_in_shards(backend, key, mod.CALIBRATED_ON["shards"]):
         return None, None
-    exact, pair = _index(backend)
+    exact, pair = index(backend)
     hit = exact.get(key) or pair.get(key[:2])
     if hit is None:
         return None, None
     outcome, detail = hit
     m = re.match(r"baseline (\w+):", detail)      # "baseline attach: ValueError: ..."; vacuous: trained
-    return Expect({}, Outcome(outcome),
-                  f"the plain run already fails (measured by `harness calibrate` on transformers "
-                  f"{mod.CALIBRATED_ON['transformers']}, not analysed): {detail}",
-                  f"harness/baselines/{mod.__name__.rsplit('.', 1)[-1]}.py"), (m.group(1) if m else "train")
+    return (outcome, f"the plain run already fails (measured by `harness calibrate` on transformers "
+                     f"{mod.CALIBRATED_ON['transformers']}, not analysed): {detail}",
+            f"harness/tables/{mod.__name__.rsplit('.', 1)[-1]}.py"), (m.group(1) if m else "train")
 
 
 def summary(backend: str) -> list[str]:
@@ -278,6 +101,3 @@ def summary(backend: str) -> list[str]:
     if len(mod.FAILS) > LIST_CLASSES:
         out.append(f"    ... and {len(mod.FAILS) - LIST_CLASSES} narrower classes: {mod.__file__}")
     return out
-
-
-LIST_CLASSES = 40

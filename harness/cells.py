@@ -46,7 +46,7 @@ class SelectionError(ValueError):
     """A filter value that names nothing; the message is the one line shown to the user."""
 
 
-def _split(value: str | Iterable[str] | None) -> list[str] | None:
+def split_values(value: str | Iterable[str] | None) -> list[str] | None:
     if value is None:
         return None
     if isinstance(value, str):
@@ -68,7 +68,7 @@ def valid_choices(backend_names: Iterable[str]) -> dict[str, list[str]]:
             "tier": list(TIERS)}
 
 
-def _check(axis: str, wanted: list[str] | None, valid: list[str]):
+def check_values(axis: str, wanted: list[str] | None, valid: list[str]):
     if wanted is None:
         return
     bad = [w for w in wanted if w not in valid]
@@ -169,15 +169,15 @@ def select(backend=None, arch=None, method=None, gc_mode=None, inputs=None, orde
     """Cells matching the comma-separated filters (one per AXES), and in shard ``K/N`` when given;
     SelectionError (one line) on unknown values."""
     part = parse_shard(shard)
-    f = {k: _split(v) for k, v in dict(backend=backend, arch=arch, method=method, gc_mode=gc_mode,
+    f = {k: split_values(v) for k, v in dict(backend=backend, arch=arch, method=method, gc_mode=gc_mode,
                                          inputs=inputs, order=order, task=task).items()}
     if tier not in TIERS:
         raise SelectionError(f"unknown tier {tier!r}; valid: {', '.join(TIERS)}")
-    _check("backend", f["backend"], list(backends.BACKEND_NAMES))
+    check_values("backend", f["backend"], list(backends.BACKEND_NAMES))
     names = f["backend"] or list(backends.BACKEND_NAMES)
     valid = valid_choices(names)
     for axis in AXES[1:]:
-        _check(axis, f[axis], valid[axis])
+        check_values(axis, f[axis], valid[axis])
     cells: list[Cell] = []
     for b in names:
         if available_only and backends.get(b).missing:
@@ -186,6 +186,13 @@ def select(backend=None, arch=None, method=None, gc_mode=None, inputs=None, orde
         cells.extend(c for c in pool if all(f[a] is None or getattr(c, a) in f[a] for a in AXES)
                      and in_shard(c, part))
     return cells
+
+
+def resolve(cell: Cell, archs: dict | None = None):
+    """(arch spec, backend, method spec) of a cell: what the runner trains and a repro script is written from.
+    `archs`: a registry to use instead of the backend's (tests' own archs)."""
+    be = backends.get(cell.backend)
+    return (archs or archs_for(cell.backend))[cell.arch], be, be.methods[cell.method]
 
 
 def find(cell_id: str) -> Cell:

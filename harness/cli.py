@@ -1,4 +1,4 @@
-"""`python -m harness run|list|check|calibrate|repro` (DESIGN section 5).
+"""`python -m harness run|list|check|calibrate|repro` (docs/design.md, the command line).
 
 Exit codes: 0 every selected cell matches its expectation, 1 otherwise, 2 bad usage.
 """
@@ -15,13 +15,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 
-def _filters(p: argparse.ArgumentParser) -> None:
-    from . import OPTIONS
-
-    for axis in OPTIONS:
-        p.add_argument(f"--{axis}", help=f"comma-separated {axis} values (default: all)")
-
-
 def _selected(args, tier: str) -> list:
     from .cells import AXES, select
 
@@ -29,19 +22,14 @@ def _selected(args, tier: str) -> list:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from . import options
+
     ap = argparse.ArgumentParser(prog="python -m harness", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     run = sub.add_parser("run", help="run the selected cells")
-    _filters(run)
-    run.add_argument("--tier", default="full", help="default (CI covering set) or full (default: full)")
-    run.add_argument("--shard", metavar="K/N", help="run only the K-th of N disjoint parts (split by baseline)")
-    run.add_argument("--steps", type=int, default=3)
-    run.add_argument("--dtype", default="float32")
-    run.add_argument("--device", default="cpu")
-    run.add_argument("--timeout", type=float, default=300.0, help="per training run, seconds")
+    for option in options.RUN:
+        option.add(run.add_argument)
     run.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
-    run.add_argument("--memory-gb", type=float, default=8.0,
-                     help="address-space cap of the process; 0 for none (default 8)")
     run.add_argument("--json", metavar="PATH")
     run.add_argument("--resume", action="store_true",
                      help="keep the selected cells already in --json (a run cut short, same versions and "
@@ -49,13 +37,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("-q", "--quiet", action="store_true", help="print only non-matching cells and the summary")
     cal = sub.add_parser("calibrate", help="run only the plain baselines of the selection once; record which fail "
                                            "(--table-from: write the generated table from such runs)")
-    _filters(cal)
-    cal.add_argument("--shard", metavar="K/N", help="only the K-th of N disjoint parts (the split of `run`)")
-    cal.add_argument("--timeout", type=float, default=300.0, help="per training run, seconds")
-    cal.add_argument("--memory-gb", type=float, default=8.0, help="address-space cap; 0 for none (default 8)")
+    for option in options.CALIBRATE:
+        option.add(cal.add_argument)
     cal.add_argument("--json", metavar="PATH", help="write the records here (every 60 s, and at the end)")
     cal.add_argument("--table-from", nargs="+", metavar="JSON",
-                     help="do not run: merge these complete calibration runs into harness/baselines/ (filtered ones "
+                     help="do not run: merge these complete calibration runs into harness/tables/ (filtered ones "
                           "update the unfiltered ones, or else the installed table)")
     cal.add_argument("--resume", action="store_true", help="keep the records already in --json (same selection and "
                                                           "versions) and run only the rest")
@@ -105,9 +91,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args) -> int:
-    from . import report
+    from . import records, report
     from .cells import SelectionError
-    from .run import DTYPES, Options, Runner, cap_memory
+    from .run import Options, Runner, cap_memory
+    from .train import DTYPES
+    from .versions import versions
 
     if args.dtype not in DTYPES:
         raise SelectionError(f"unknown dtype {args.dtype!r}; valid: {', '.join(DTYPES)}")
@@ -120,11 +108,11 @@ def _run(args) -> int:
         raise SelectionError("the filters select no cell (a backend whose library is missing has none); "
                              "see `python -m harness list`")
     cap_memory(args.memory_gb)
-    runner = Runner(Options(steps=args.steps, dtype=args.dtype, device=args.device, timeout=args.timeout,
+    runner = Runner(Options(steps=args.steps, dtype=args.dtype, device=args.device, timeout=args.cell_timeout,
                              threads=args.threads))
     options = {"steps": args.steps, "dtype": args.dtype, "device": args.device}
-    print(f"# {len(cells)} cells; versions {report.versions()}", flush=True)
-    results = _resume_run(args.json, options, cells) if args.resume else []
+    print(f"# {len(cells)} cells; versions {versions()}", flush=True)
+    results = records.resume_run(args.json, options, cells) if args.resume else []
     if args.resume:
         print(f"# resuming: {len(results)} cells kept", flush=True)
     kept = {r["id"] for r in results}
@@ -146,34 +134,17 @@ def _run(args) -> int:
     return 0 if complete and all(r["matches"] for r in results) else 1
 
 
-def _resume_run(path: str | None, options: dict, cells: list) -> list[dict]:
-    """The records of `path` (a run of the installed versions with the same options) that belong to the
-    selected cells, re-judged against the current expectations."""
-    from .cells import SelectionError
-
-    if not path or not os.path.exists(path):
-        raise SelectionError("--resume needs --json naming an existing run's JSON")
-    data = _read_run(path)
-    if data.get("options") != options:
-        raise SelectionError(f"--resume: {path} was made with other options ({data.get('options')}; "
-                             f"here {options})")
-    ids = {c.id for c in cells}
-    kept = [r for r in data["cells"] if r["id"] in ids]
-    for r in kept:
-        _rejudge(r)
-    return kept
-
-
 def _calibrate(args) -> int:
-    from . import calibration
+    from . import calibrate
+    from . import records as records_mod
     from .cells import AXES, SelectionError, parse_shard
     from .run import Options, Runner, cap_memory
 
     if args.table_from:
         try:
-            for path in calibration.write_tables(args.table_from):
+            for path in calibrate.write_tables(args.table_from):
                 print(path)
-        except calibration.TableError as exc:
+        except calibrate.TableError as exc:
             raise SelectionError(str(exc)) from None
         return 0
     _check_memory_and_json(args)
@@ -184,23 +155,23 @@ def _calibrate(args) -> int:
     selection = {"backends": sorted({c.backend for c in cells}), "shard": parse_shard(args.shard),
                  "filters": filters}
     cap_memory(args.memory_gb)
-    runner = Runner(Options(timeout=args.timeout))
+    runner = Runner(Options(timeout=args.cell_timeout))
     print(f"# {len({c.baseline_key for c in cells})} baselines of {len(cells)} cells", flush=True)
     records: dict = {}
     if args.resume:
-        records = _resume(args.json, selection)
+        records = records_mod.resume_calibration(args.json, selection)
         cells = [c for c in cells if c.baseline_key not in records]
         print(f"# resuming: {len(records)} baselines kept", flush=True)
-    interim = _every(JSON_EVERY, lambda: args.json and calibration.write_json(args.json, records, selection,
+    interim = _every(JSON_EVERY, lambda: args.json and calibrate.write_json(args.json, records, selection,
                                                                                 complete=False))
     t0 = time.perf_counter()
     complete = False
     with _until_interrupted(lambda: f"{len(records)} baselines"):
-        calibration.calibrate(cells, runner, records, (lambda s: None) if args.quiet else
+        calibrate.calibrate(cells, runner, records, (lambda s: None) if args.quiet else
                               (lambda s: print(s, flush=True)), interim)
         complete = True
     if args.json:
-        calibration.write_json(args.json, records, selection, complete=complete)
+        calibrate.write_json(args.json, records, selection, complete=complete)
     failing = sum(1 for r in records.values() if r["outcome"])
     short = [r for r in records.values() if r.get("resource")]
     print(f"# {len(records)} baselines, {failing} fail or are vacuous; {time.perf_counter() - t0:.0f} s")
@@ -209,21 +180,6 @@ def _calibrate(args) -> int:
         print(f"# {len(short)} ran out of memory (not tabled), first {short[0]['arch']}/{short[0]['method']}; "
               f"to measure the others, in a new process: calibrate --arch {','.join(archs) or '-'} (same --shard)")
     return 0 if complete else 1
-
-
-def _resume(path: str | None, selection: dict) -> dict:
-    import json
-
-    from . import report
-    from .cells import SelectionError
-
-    if not path or not os.path.exists(path):
-        raise SelectionError("--resume needs --json naming an existing calibration JSON")
-    with open(path) as fh:
-        data = json.load(fh)
-    if data.get("versions") != report.versions() or data.get("selection") != json.loads(json.dumps(selection)):
-        raise SelectionError(f"--resume: {path} was made with other versions or another selection")
-    return data["baselines"]
 
 
 JSON_EVERY = 60.0   # seconds between interim writes of --json during a run
@@ -261,19 +217,19 @@ def _check(args) -> int:
     """Outcomes are a function of the cell and the installed versions; expectations are data. After editing
     the data, this re-judges finished runs without re-running them (same versions required). Several JSONs
     (the shards of a CI matrix) are merged: one histogram; a cell in two of them is a usage error."""
-    from . import report
+    from . import records, report
     from .cells import SelectionError
 
     cells, seen, incomplete = [], {}, []
     for path in args.json_paths:
-        data = _read_run(path)
+        data = records.read_run(path)
         if not data.get("complete", True):
             incomplete.append(path)
         for r in data["cells"]:
             if r["id"] in seen:
                 raise SelectionError(f"cell {r['id']} is in both {seen[r['id']]} and {path} (overlapping runs)")
             seen[r["id"]] = path
-            _rejudge(r)
+            records.rejudge(r)
             if not (args.quiet or r["matches"]):
                 print(report.line(r))
             cells.append(r)
@@ -282,42 +238,13 @@ def _check(args) -> int:
     return 0 if all(r["matches"] for r in cells) else 1
 
 
-def _rejudge(record: dict) -> None:
-    """Update a run's record with what the current expectations say of its outcome."""
-    from .cells import AXES
-    from .expectations import judge
-
-    record.update(judge({**{a: record[a] for a in AXES}, "modality": record.get("modality", "text")},
-                        record["outcome"]))
-
-
-def _read_run(path: str) -> dict:
-    """A run's --json, made with the versions installed here."""
-    import json
-
-    from . import report
-    from .cells import SelectionError
-
-    try:
-        with open(path) as fh:
-            data = json.load(fh)
-        data["cells"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise SelectionError(f"cannot read a run's JSON from {path!r}: {type(exc).__name__}: {exc}") from None
-    here = report.versions()
-    differ = {k: (v, here.get(k)) for k, v in data.get("versions", {}).items() if k != "python" and here.get(k) != v}
-    if differ:
-        raise SelectionError(f"{path} was made with other versions than installed here: " +
-                             ", ".join(f"{k} {a} (here {b})" for k, (a, b) in differ.items()))
-    return data
-
-
 def _check_memory_and_json(args) -> None:
     """--memory-gb >= 0, and the folder of --json exists (before hours of running, not after)."""
     from .cells import SelectionError
+    from .options import check_memory_gb
 
-    if args.memory_gb < 0:
-        raise SelectionError("--memory-gb must be >= 0 (0: no cap)")
+    if check_memory_gb(args.memory_gb):
+        raise SelectionError(check_memory_gb(args.memory_gb))
     folder = os.path.dirname(os.path.abspath(args.json)) if args.json else None
     if folder and not os.path.isdir(folder):
         raise SelectionError(f"--json {args.json!r}: folder {folder!r} does not exist")

@@ -18,7 +18,7 @@ import torch
 from .outcomes import OUT_OF_MEMORY, Outcome
 from .trace import Trace
 
-# per-dtype default tolerance (DESIGN section 3)
+# per-dtype default tolerance (docs/design.md section 3)
 DEFAULT_TOL = {
     "float64": (1e-10, 1e-8),
     "float32": (1e-6, 1e-5),

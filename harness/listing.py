@@ -4,13 +4,13 @@ from __future__ import annotations
 from . import backends, calibration
 from .archs import archs_for, registry_not_in_transformers, zoo_survey
 from .archs.base import INPUTS
-from .cells import SelectionError, _check, _split
+from .cells import SelectionError, check_values, split_values
 from .expectations import EXPECTATIONS
 
 
 def listing(backend: str | None = None) -> str:
-    names = _split(backend) or list(backends.BACKEND_NAMES)
-    _check("backend", names, list(backends.BACKEND_NAMES))
+    names = split_values(backend) or list(backends.BACKEND_NAMES)
+    check_values("backend", names, list(backends.BACKEND_NAMES))
     out: list[str] = []
     for b in names:
         be = backends.get(b)

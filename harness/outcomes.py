@@ -1,4 +1,4 @@
-"""The outcome taxonomy (DESIGN section 2). Strings are the JSON contract: do not change them."""
+"""The outcome taxonomy (docs/design.md section 2). Strings are the JSON contract: do not change them."""
 from __future__ import annotations
 
 import enum
@@ -35,8 +35,8 @@ MEANING = {
 
 
 # a run that exhausted the address-space cap (torch's allocator, oneDNN, Python): what the process held counts (after
-# one such run, BOFT on the tiny NeMo SpeechLM, every later run of the process failed so too: 5.24.0, 245 of 261
-# baselines of a rerun of part of shard 7/16; gc and malloc_trim did not give the memory back), so it says nothing of
+# one such run, BOFT on the tiny NeMo SpeechLM, every later run of the process failed so too, 245 of 261 baselines
+# on 5.24.0; gc and malloc_trim did not give the memory back), so it says nothing of
 # the release by itself. The calibration keeps such baselines out of its tables; the comparator does not call a
 # replay that failed so nondeterministic
 OUT_OF_MEMORY = re.compile(r"can't allocate memory|Cannot allocate memory|MemoryError|could not create a primitive|"

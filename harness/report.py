@@ -1,18 +1,11 @@
-"""Report: versions, one line per cell, the outcome histogram, the JSON contract (DESIGN section 5)."""
+"""Report: versions, one line per cell, the outcome histogram, the JSON contract (docs/design.md section 5)."""
 from __future__ import annotations
 
 import json
 import os
-import platform
 from collections import Counter
 
-from .expectations import installed
-
-PACKAGES = ("torch", "transformers", "adapters", "peft")
-
-
-def versions() -> dict:
-    return {"python": platform.python_version(), **{p: installed(p) for p in PACKAGES}}
+from .versions import versions
 
 
 def line(result: dict) -> str:

@@ -16,13 +16,12 @@ import textwrap
 
 import torch
 
-from . import backends, compare, outcomes, run, trace
-from .archs import archs_for
-from .archs.base import (PROJECTION_SEED, ArchSpec, KeepFloat64, build_model, cache_off, declared_float32, projected,
-                         to_dtype, upcast)
-from .archs.zoo import all_outputs_loss, nested_outputs
-from .cells import SelectionError, find
-from .report import versions
+from . import backends, compare, outcomes, run, trace, train
+from .archs.base import ArchSpec, KeepFloat64, build_model, cache_off, declared_float32, to_dtype
+from .archs.losses import PROJECTION_SEED, projected, upcast
+from .archs.losses import all_outputs_loss, nested_outputs
+from .cells import SelectionError, find, resolve
+from .versions import versions
 
 
 def _strip_imports(src: str) -> str:
@@ -81,9 +80,7 @@ def _batches_source(arch, task, model, inputs, steps, seed) -> str:
 def script(cell_id: str, options: run.Options | None = None, with_outcome: bool = True) -> str:
     o = options or run.Options()
     cell = find(cell_id)
-    be = backends.get(cell.backend)
-    arch = archs_for(cell.backend)[cell.arch]
-    method = be.methods[cell.method]
+    arch, be, method = resolve(cell)
     torch.manual_seed(o.seed)
     model = build_model(arch, cell.task)
     cfg = model.config
@@ -100,9 +97,11 @@ def script(cell_id: str, options: run.Options | None = None, with_outcome: bool 
         r = run.Runner(o).run_cell(cell)
         header = f"harness outcome at generation: {r['outcome']} (expected {r['expected']}): {r['detail']}"
     from_harness = "\n\n".join(_strip_imports(inspect.getsource(m)) for m in (outcomes, trace, compare))
-    loop = f"RUNAWAY_FACTOR = {run.RUNAWAY_FACTOR}\nPROJECTION_SEED = {PROJECTION_SEED}\n\n\n" + "\n\n".join(_strip_imports(inspect.getsource(obj)) for obj in (
-        run.CellTimeout, run.time_limit, run._raise_timeout, run.RunawayRecompute, run.Probe, run._snapshot,
-        run._one_line, run.default_float, run.train_recipe, run.cache_asked, run.cache_cause, run.cast_inputs,
+    loop = f"RUNAWAY_FACTOR = {train.RUNAWAY_FACTOR}\nPROJECTION_SEED = {PROJECTION_SEED}\n\n\n" + "\n\n".join(
+        _strip_imports(inspect.getsource(obj)) for obj in (
+        train.CellTimeout, train.time_limit, train._raise_timeout, train.RunawayRecompute, train.Probe, train._snapshot,
+        train._one_line, train.default_float, train.train_recipe, train.cache_asked, train.cache_cause,
+        train.cast_inputs,
         all_outputs_loss, projected, upcast, to_dtype, KeepFloat64, declared_float32, cache_off))
     return TEMPLATE.format(
         cell_id=cell.id, versions=versions(), header=textwrap.fill(header, 96, subsequent_indent="    "),

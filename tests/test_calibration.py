@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from harness import backends, calibration, cli
+from harness import backends, calibrate, calibration, cli
 from harness.archs import archs_for
 from harness.cells import full_product
 from harness.expectations import Expect, expected
@@ -34,18 +34,18 @@ def make_table(tmp_path, monkeypatch):
     def make(records, shard=None, filters=None):
         path = tmp_path / f"cal{len(list(tmp_path.iterdir()))}.json"
         sel = {"backends": ["full"], "shard": shard, "filters": filters or {}}
-        calibration.write_json(str(path), {str(i): r for i, r in enumerate(records)}, sel, complete=True)
+        calibrate.write_json(str(path), {str(i): r for i, r in enumerate(records)}, sel, complete=True)
         out = tmp_path / "tables"
-        [written] = calibration.write_tables([str(path)], out_dir=str(out))
+        [written] = calibrate.write_tables([str(path)], out_dir=str(out))
         spec = importlib.util.spec_from_file_location("fake_table", written)
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
         monkeypatch.setattr(calibration, "table", lambda b: mod if b == "full" else None)
-        calibration._index.cache_clear()
+        calibration.index.cache_clear()
         return mod
 
     yield make
-    calibration._index.cache_clear()
+    calibration.index.cache_clear()
 
 
 def test_table_compresses_and_the_expectations_follow_it(make_table):
@@ -74,7 +74,7 @@ def test_a_failing_plain_run_passes_over_findings_but_not_an_explanation(make_ta
 
 def test_only_the_calibrated_shards_are_judged_by_the_table(make_table):
     inside = [(i, t) for i in ("masked", "padded", "unmasked") for t in ("seq_cls", "token_cls", "feature")
-              if calibration._key_in_shards("full", ("bert", "full", i, t), [(1, 2)])]
+              if calibration.key_in_shards("full", ("bert", "full", i, t), [(1, 2)])]
     outside = [(i, t) for i in ("masked", "padded", "unmasked") for t in ("seq_cls", "token_cls", "feature")
                if (i, t) not in inside]
     assert inside and outside
@@ -103,7 +103,7 @@ def test_a_filtered_run_updates_the_installed_table(make_table):
 def test_a_table_grows_shard_by_shard(make_table):
     """A new unfiltered shard of the same release adds to the installed table instead of replacing it."""
     keys = [(i, t) for i in ("masked", "padded", "unmasked") for t in ("seq_cls", "token_cls")]
-    first = [k for k in keys if calibration._key_in_shards("full", ("bert", "full", *k), [(1, 2)])]
+    first = [k for k in keys if calibration.key_in_shards("full", ("bert", "full", *k), [(1, 2)])]
     second = [k for k in keys if k not in first]
     assert first and second
     make_table([rec("bert", *first[0], "error", "E1")] + [rec("bert", *k) for k in first[1:]], shard=[1, 2])
@@ -118,7 +118,7 @@ def test_tables_come_only_from_complete_runs_or_update_an_installed_table(tmp_pa
     for name, complete, filters, needle in (("part.json", False, {}, "incomplete"),
                                             ("filtered.json", True, {"arch": "bert"}, "give unfiltered runs")):
         path = tmp_path / name
-        calibration.write_json(str(path), {}, {"backends": ["full"], "shard": None, "filters": filters}, complete)
+        calibrate.write_json(str(path), {}, {"backends": ["full"], "shard": None, "filters": filters}, complete)
         assert cli.main(["calibrate", "--table-from", str(path)]) == 2
         err = capsys.readouterr().err
         assert needle in err and err.count("\n") == 1, err
@@ -176,7 +176,7 @@ def test_running_out_of_memory_is_never_a_table_entry(make_table):
 
 
 def test_calibrate_records_a_memory_failure_as_resource():
-    from harness.run import Trace
+    from harness.trace import Trace
 
     class Runner:
         def plain(self, cell):
@@ -184,5 +184,5 @@ def test_calibrate_records_a_memory_failure_as_resource():
 
     [cell] = [c for c in full_product("full") if c.arch == "bert" and c.inputs == "masked"
               and c.task == "seq_cls" and c.gc_mode == "reentrant" and c.order == "gc_first"]
-    [record] = calibration.calibrate([cell], Runner(), {}, report_line=lambda s: None).values()
+    [record] = calibrate.calibrate([cell], Runner(), {}, report_line=lambda s: None).values()
     assert record["resource"] and record["outcome"] is None and "MemoryError" in record["detail"]

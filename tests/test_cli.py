@@ -1,4 +1,4 @@
-"""The CLI contract (DESIGN section 5): exit codes, one-line errors, JSON fields."""
+"""The CLI contract (docs/design.md section 5): exit codes, one-line errors, JSON fields."""
 import json
 import os
 import re
@@ -12,6 +12,7 @@ from harness import backends, cli
 from harness.cells import SelectionError, find, select
 from harness.expectations import EXPECTATIONS, MACHINES, Expect, expected
 from harness.outcomes import Outcome
+from harness.versions import versions
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES_DIR = ROOT / "cases"
@@ -19,11 +20,11 @@ CASES_DIR = ROOT / "cases"
 ENV = dict(os.environ, HF_HUB_OFFLINE="1")
 
 
-def benchmark(name: str):
-    """benchmarks/NAME.py imported as a module (the scripts are not a package)."""
+def tool(name: str, folder: str = "tools"):
+    """tools/NAME.py (or benchmarks/NAME.py) imported as a module (the scripts are not a package)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, ROOT / folder / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -221,8 +222,6 @@ def test_interrupted_run_keeps_what_finished(tmp_path, monkeypatch, capsys):
 
 
 def test_check_rejudges_a_run_against_the_expectations(tmp_path, capsys):
-    from harness import report
-
     def record(arch, outcome):
         return {"id": f"full-{arch}-full-reentrant-masked-gc_first", "backend": "full", "arch": arch, "method": "full",
                 "gc_mode": "reentrant", "inputs": "masked", "order": "gc_first", "task": "seq_cls",
@@ -230,7 +229,7 @@ def test_check_rejudges_a_run_against_the_expectations(tmp_path, capsys):
                 "seconds": 0.0}
 
     path = tmp_path / "r.json"
-    path.write_text(json.dumps({"versions": report.versions(), "cells": [
+    path.write_text(json.dumps({"versions": versions(), "cells": [
         record("bert", "equivalent"), record("albert", "unsupported"), record("roberta", "mismatch")]}))
     assert cli.main(["check", str(path)]) == 1
     out = capsys.readouterr().out
@@ -238,14 +237,14 @@ def test_check_rejudges_a_run_against_the_expectations(tmp_path, capsys):
     assert "3 cells: " in out and "2 as expected, 1 not as expected" in out
     # the shards of one matrix merge into one summary; a cell in two of them is a usage error
     other = tmp_path / "r2.json"
-    other.write_text(json.dumps({"versions": report.versions(), "complete": False, "cells": [
+    other.write_text(json.dumps({"versions": versions(), "complete": False, "cells": [
         record("distilbert", "gc_error")]}))
     assert cli.main(["check", "-q", str(path), str(other)]) == 1
     out = capsys.readouterr().out
     assert "4 cells: " in out and "2 as expected, 2 not as expected" in out and f"incomplete run(s): {other}" in out
     assert cli.main(["check", str(path), str(path)]) == 2
     assert "is in both" in capsys.readouterr().err
-    path.write_text(json.dumps({"versions": {**report.versions(), "torch": "0.1"}, "cells": []}))
+    path.write_text(json.dumps({"versions": {**versions(), "torch": "0.1"}, "cells": []}))
     assert cli.main(["check", str(path)]) == 2
     assert "other versions than installed here: torch 0.1" in capsys.readouterr().err
 
@@ -260,18 +259,16 @@ def cell_record(cell, outcome: str, detail: str) -> dict:
 
 
 def test_matrix_rerun_and_refresh_run_just_the_cells_that_changed_or_are_new(tmp_path):
-    """benchmarks/matrix.py --rerun: after a change that alters some cells' results, those cells (and only they)
+    """tools/matrix.py --rerun: after a change that alters some cells' results, those cells (and only they)
     are dropped from the finished parts and run again; the rest of the part is kept as it was."""
-    from harness import report
-
     cells = select(backend="full", arch="bert", task="seq_cls", tier="full")
     stale = [cell_record(c, "mismatch", "old") for c in cells]
     out = tmp_path / "runs"
     out.mkdir()
     part = out / "r_1_of_1.json"
-    part.write_text(json.dumps({"versions": report.versions(), "complete": True,
+    part.write_text(json.dumps({"versions": versions(), "complete": True,
                                 "options": {"steps": 3, "dtype": "float32", "device": "cpu"}, "cells": stale}))
-    matrix = [sys.executable, "benchmarks/matrix.py", "--backend", "full", "--parts", "1", "--out", str(out)]
+    matrix = [sys.executable, "tools/matrix.py", "--backend", "full", "--parts", "1", "--out", str(out)]
     bad = subprocess.run([*matrix, "--rerun", "colour=red"], capture_output=True, text=True, env=ENV, cwd=ROOT)
     assert bad.returncode != 0 and bad.stderr.strip().splitlines() == [
         "error: --rerun 'colour=red': expected KEY=V1,V2 or KEY~TEXT with KEY one of id, backend, arch, method, "
@@ -307,11 +304,9 @@ def test_matrix_rerun_and_refresh_run_just_the_cells_that_changed_or_are_new(tmp
 
 
 def test_matrix_runs_a_parts_out_of_memory_cells_again_in_a_fresh_process(tmp_path):
-    """benchmarks/matrix.py: a cell whose run, baseline or replay ran out of memory when its part ended (the cap
+    """tools/matrix.py: a cell whose run, baseline or replay ran out of memory when its part ended (the cap
     exhausted with what the part's process held before: 5.24.0's Phi-4-MM + FRoD replays) runs again once, in a
     process of its own; the part's other cells are kept as they were."""
-    from harness import report
-
     cells = select(backend="full", arch="bert", task="seq_cls", tier="full", gc_mode="reentrant", order="gc_first")
     starved = {cells[0].id: "baseline replay ran out of memory (DefaultCPUAllocator: can't allocate memory: you "
                             "tried to allocate 1677557760 bytes); run the cell alone to tell",
@@ -321,9 +316,9 @@ def test_matrix_runs_a_parts_out_of_memory_cells_again_in_a_fresh_process(tmp_pa
     out = tmp_path / "runs"
     out.mkdir()
     part = out / "r_1_of_1.json"
-    part.write_text(json.dumps({"versions": report.versions(), "complete": True,
+    part.write_text(json.dumps({"versions": versions(), "complete": True,
                                 "options": {"steps": 3, "dtype": "float32", "device": "cpu"}, "cells": records}))
-    done = subprocess.run([sys.executable, "benchmarks/matrix.py", "--backend", "full", "--parts", "1", "--out",
+    done = subprocess.run([sys.executable, "tools/matrix.py", "--backend", "full", "--parts", "1", "--out",
                            str(out), "--refresh", "--", "--arch", "bert", "--task", "seq_cls", "--gc-mode",
                            "reentrant", "--order", "gc_first"],
                           capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=600)
@@ -340,16 +335,16 @@ def test_matrix_runs_a_parts_out_of_memory_cells_again_in_a_fresh_process(tmp_pa
 
 
 def test_matrix_ledger_keeps_each_complete_parts_figures(tmp_path, monkeypatch):
-    """benchmarks/matrix.py --ledger: the product's figures outlive its run folder. Each complete part's histogram
+    """tools/matrix.py --ledger: the product's figures outlive its run folder. Each complete part's histogram
     (re-judged), its cells not as expected and its cell time go into a small JSON keyed by part; an incomplete
     part is left out, a part rerun replaces its entry, a part of other options is refused. The re-judging is
     done by a fresh process, with the expectations on disk: not by whatever this process holds in memory (a
     matrix runs for hours and imported its expectations at its start)."""
-    from harness import expectations, report
+    from harness import expectations
 
     monkeypatch.setattr(expectations, "judge", lambda cell, outcome: {"expected": "gc_error", "matches": False})
 
-    matrix = benchmark("matrix")
+    matrix = tool("matrix")
 
     def part(name, complete, outcomes, options=None):
         cells = [{"id": f"full-{arch}-full-reentrant-masked-gc_first", "backend": "full", "arch": arch,
@@ -357,7 +352,7 @@ def test_matrix_ledger_keeps_each_complete_parts_figures(tmp_path, monkeypatch):
                   "task": "seq_cls", "modality": "text", "outcome": outcome, "expected": "equivalent",
                   "matches": True, "detail": "d", "seconds": 1.5} for arch, outcome in outcomes]
         path = tmp_path / name
-        path.write_text(json.dumps({"versions": report.versions(), "complete": complete,
+        path.write_text(json.dumps({"versions": versions(), "complete": complete,
                                     "options": options or {"steps": 3, "dtype": "float32", "device": "cpu"},
                                     "cells": cells}))
         return str(path)
@@ -375,7 +370,7 @@ def test_matrix_ledger_keeps_each_complete_parts_figures(tmp_path, monkeypatch):
     assert json.loads(Path(ledger).read_text()) == book
     table = matrix.ledger_table(book).splitlines()
     assert table[0].startswith("| transformers | parts | cells | equivalent | missing_grad |")
-    assert table[2] == (f"| {report.versions()['transformers']} | 1-2 of 4 | 4 | 3 | 0 | 0 | 0 | 1 | 0 | 0 | 0 "
+    assert table[2] == (f"| {versions()['transformers']} | 1-2 of 4 | 4 | 3 | 0 | 0 | 0 | 1 | 0 | 0 | 0 "
                         "| 6 s |")
     other = part("r3.json", True, [("gpt2", "equivalent")], {"steps": 5, "dtype": "float32", "device": "cpu"})
     with pytest.raises(SystemExit, match="it holds options .* part 3 has"):
@@ -401,19 +396,6 @@ def test_matrix_ledger_keeps_each_complete_parts_figures(tmp_path, monkeypatch):
     assert list(json.loads(Path(ledger).read_text())["entries"]) == ["1", "2", "4"]
 
 
-def test_the_readme_shows_the_committed_product_ledgers():
-    """The README's product table is the committed ledgers' (benchmarks/product/*.json), row for row as
-    `matrix.py --ledger` prints them: figures in the docs come from data, and a ledger committed without its
-    README row (or a row edited by hand) fails here."""
-    matrix = benchmark("matrix")
-    readme = (ROOT / "README.md").read_text()
-    ledgers = sorted((ROOT / "benchmarks" / "product").glob("*.json"))
-    assert ledgers
-    for path in ledgers:
-        row = matrix.ledger_table(json.loads(path.read_text())).splitlines()[-1]
-        assert row in readme, f"README lacks {path.name}'s row {row}"
-
-
 def test_tolerance_floor_lists_the_equivalents_atol_decides_and_float64_settles_them(tmp_path, monkeypatch, capsys):
     """benchmarks/tolerance_floor.py: the `equivalent` cells whose difference is a large share of the tensor (the
     absolute tolerance passed them) are listed; --float64 reruns each in float64, which tells rounding from a hidden
@@ -424,15 +406,13 @@ def test_tolerance_floor_lists_the_equivalents_atol_decides_and_float64_settles_
     import transformers
     from packaging.version import Version
 
-    from harness import report
-
-    floor = benchmark("tolerance_floor")
+    floor = tool("tolerance_floor", "benchmarks")
     big, small, other = select(backend="full", arch="bert", task="seq_cls", gc_mode="reentrant")[:3]
     unilora = find("peft-internvl-unilora-reentrant-padded-gc_first-feature")
     made_up = [(big, "equivalent", 0.5), (small, "equivalent", 3e-7), (other, "mismatch", 0.5),
                (unilora, "equivalent", 0.002)]
     run = tmp_path / "r.json"
-    run.write_text(json.dumps({"versions": report.versions(), "cells": [
+    run.write_text(json.dumps({"versions": versions(), "cells": [
         {"id": c.id, "arch": c.arch, "method": c.method, "outcome": o, "expected": "equivalent", "reason": "",
          "max_rel_diff": rel, "max_abs_diff": 1e-7} for c, o, rel in made_up]}))
     monkeypatch.setattr(sys, "argv", ["tolerance_floor.py", str(run)])

@@ -98,7 +98,7 @@ def test_nondeterministic_baseline_and_noise_floor():
 
 
 def test_a_replay_that_fails_is_nondeterministic_unless_it_ran_out_of_memory():
-    """Phi-4-MM + FRoD (5.24.0 product parts 58, 60): the replay's attach ran out of the address space the process
+    """Phi-4-MM + FRoD on 5.24.0: the replay's attach ran out of the address space the process
     had left; run alone, the cells are equivalent. That is not the baseline disagreeing with itself."""
     v = compare(base(), make(error="train: RuntimeError: index 7 is out of bounds"), make())
     assert v.outcome is Outcome.NONDETERMINISTIC and "baseline replay train" in v.detail

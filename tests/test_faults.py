@@ -250,7 +250,7 @@ def test_a_step_where_nothing_trainable_runs_is_skipped_not_an_error_but_a_lost_
     """LayerDrop can drop every adapted layer of a tiny model at one step (BigBird-Pegasus): that step has
     nothing to train in either run. A checkpointed forward that did run the layer and lost the graph is the
     classic reentrant bug and must still fail."""
-    from harness.run import train_recipe
+    from harness.train import train_recipe
 
     kw = dict(order="gc_first", steps=3, seed=0, lr=0.1, timeout=60)
     plain = train_recipe(_DroppableRecipe(), gc=False, **kw)
@@ -267,7 +267,7 @@ def test_a_forward_that_never_reaches_backward_leaves_no_graph_behind():
     import gc
     import weakref
 
-    from harness.run import Probe
+    from harness.train import Probe
 
     w = torch.randn(4, 4, requires_grad=True)
     with Probe() as probe, probe.saving():
@@ -281,7 +281,7 @@ def test_a_forward_that_never_reaches_backward_leaves_no_graph_behind():
 def test_state_snapshot_copies_a_shared_tensor_once():
     """A state dict lists a shared tensor under every key that uses it (RandLoRA's random bases: 9 GB of float64
     copies for the tiny MiniCPM-o); the snapshot makes one copy per distinct tensor, and distinct views stay apart."""
-    from harness.run import _snapshot
+    from harness.train import _snapshot
 
     base = torch.randn(4, 4)
     state = {"a": base, "b": base, "row": base[1], "other": torch.randn(4, 4)}
@@ -295,7 +295,7 @@ def test_saved_bytes_count_the_memory_held_not_each_saved_tensor():
     """FRoD on RoCBert came out not_checkpointed: the probe counted its frozen basis (a buffer, free to save) and its
     sparse matrix (dense size, once per use) on every save. Now: the model's own tensors are free, a storage counts
     once per forward, a sparse tensor at its indices and values."""
-    from harness.run import Probe
+    from harness.train import Probe
 
     lin = torch.nn.Linear(8, 8, bias=False)
     x = torch.randn(4, 8, requires_grad=True)
@@ -321,7 +321,7 @@ def test_saved_bytes_count_a_saved_tensor_freed_before_backward_and_its_successo
     """A saved tensor of a graph branch the loss never reaches is freed in the forward; its address goes to the next
     allocation. Counted by address, a later saved tensor there went uncounted: NeMo's streaming ASR "saved" 11.9 to
     16.8 MB run to run, and its checkpointed runs looked not checkpointed by chance. Every saved tensor counts."""
-    from harness.run import Probe
+    from harness.train import Probe
 
     x = torch.randn(64, 1024, requires_grad=True)     # 256 KiB per exp output
     for _ in range(3):

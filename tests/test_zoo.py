@@ -7,8 +7,10 @@ from transformers import AutoConfig
 from harness import backends
 from harness.archs import archs_for
 from harness.archs.base import build_model
-from harness.archs.zoo import IMAGE_AT, all_outputs_loss, shrunk_values
-from harness.run import transformers_model
+from harness.archs.inputs import IMAGE_AT
+from harness.archs.losses import all_outputs_loss
+from harness.archs.zoo import shrunk_values
+from harness.train import transformers_model
 
 
 def test_latent_attention_keeps_a_key_value_head_per_head_and_others_keep_grouped_query_attention():
@@ -44,7 +46,7 @@ def test_the_feature_loss_takes_every_finite_float_output_whether_or_not_it_requ
     out = {"hidden": w * 2, "pooled": torch.full((2,), 3.0), "mask": torch.full((2,), float("-inf")),
            "ids": torch.ones(2, dtype=torch.long)}
     loss = all_outputs_loss(out)
-    from harness.archs.base import projected
+    from harness.archs.losses import projected
 
     # the k-th float output with its own projection; the -inf mask (a constant) left out, the ids not a float
     assert loss.item() == pytest.approx((projected(w * 2, 0) + projected(out["pooled"], 1)).item())
@@ -75,7 +77,7 @@ def test_image_placeholders_are_counted_from_the_features_that_fill_them():
     patches on Gemma 3) made 14 VLMs' batches mismatch their features, so they were not covered on 5.x."""
     from transformers.modeling_outputs import BaseModelOutputWithPooling
 
-    from harness.archs.zoo import _image_tokens_per_image
+    from harness.archs.inputs import _image_tokens_per_image
 
     class VLM(torch.nn.Module):
         def __init__(self, out):
@@ -109,7 +111,7 @@ def test_per_arch_overrides_for_some_releases_apply_only_there():
     import transformers
     from packaging.version import Version
 
-    from harness.archs.zoo import per_arch
+    from harness.archs.per_arch import per_arch
 
     five = Version(transformers.__version__).major >= 5
     over = per_arch("pegasus_x")["overrides"]
@@ -121,7 +123,9 @@ def test_a_vlm_s_vision_tower_gets_flattened_patches_and_their_grid_and_trains_i
     """Qwen2-VL-style vision towers (transformers 5 registers 20 as model types) take flattened patches plus a
     (t, h, w) grid, not images: they were not covered. Their deepstack mergers train only from the list of
     inner-layer features the tower returns (a list, which the feature loss counts for these towers only)."""
-    from harness.archs.zoo import _grid_pixels, feed_of, nested_outputs
+    from harness.archs.inputs import _grid_pixels
+    from harness.archs.losses import nested_outputs
+    from harness.archs.zoo import feed_of
 
     class Tower:
         def forward(self, hidden_states, grid_thw, **kwargs): ...
@@ -146,7 +150,7 @@ def test_a_vlm_s_vision_tower_gets_flattened_patches_and_their_grid_and_trains_i
     assert extras["image_merge_sizes"].tolist() == [1, 1]
     w = torch.ones(2, requires_grad=True)
     out = {"last_hidden_state": w * 2, "deepstack_features": [w * 3]}
-    from harness.archs.base import projected
+    from harness.archs.losses import projected
 
     first, inner = projected(w * 2, 0), projected(w * 3, 1)
     assert all_outputs_loss(out).item() == first.item()
@@ -252,7 +256,7 @@ def test_mel_features_are_laid_out_as_the_audio_tower_reads_them():
     time-first otherwise, mel bins x the frames a model stacks per step (Fun-ASR: 7)."""
     from types import SimpleNamespace as NS
 
-    from harness.archs.zoo import MEL_FRAMES, _channels_first, _mel
+    from harness.archs.inputs import MEL_FRAMES, _channels_first, _mel
 
     gen = torch.Generator().manual_seed(0)
     conv, linear = torch.nn.Conv1d(16, 32, 3), torch.nn.Linear(16, 32)
@@ -330,7 +334,7 @@ def test_a_vlm_gets_its_images_under_the_name_its_image_function_reads():
     fed, nor the post-layernorm after the layer it reads)."""
     import inspect
 
-    from harness.archs.zoo import _image_fn
+    from harness.archs.inputs import _image_fn
 
     model, batch = _one_step("video_llava", inputs="padded")
     first = next(k for k, p in inspect.signature(_image_fn(model)).parameters.items() if p.default is p.empty)
@@ -476,7 +480,7 @@ def test_a_float64_run_keeps_its_loss_in_float64():
     float64 rerun then rounded its outputs to float32 in the loss and carried float32 rounding into every
     gradient, and one output rounding the other way "confirmed" Blenderbot + WaveFT's rounding as a mismatch. In
     float64 both losses stay float64 (and the float32 run is left as it is)."""
-    from harness.archs.base import loss_of
+    from harness.archs.losses import loss_of
 
     spec = archs_for("full")["gpt2"]
     for dtype in (torch.float32, torch.float64):
@@ -497,8 +501,7 @@ def test_the_feature_loss_sees_a_normalised_output():
     square of its outputs, a constant of a normalised tensor (Gemma 4: 1.0 at every step, largest gradient 5e-7,
     below float32's atol: the KV-sharing bug under reentrant checkpointing went unseen). A fixed random projection
     sees every element: O(1) gradients, the same functional in every run of a cell and in float64."""
-    from harness.archs.base import loss_of, projected
-    from harness.archs.zoo import all_outputs_loss
+    from harness.archs.losses import all_outputs_loss, loss_of, projected
 
     x = torch.randn(2, 10, 32, dtype=torch.float64, requires_grad=True)
     for loss in (loss_of("feature", (torch.nn.functional.layer_norm(x, (32,)),)),

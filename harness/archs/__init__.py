@@ -11,7 +11,7 @@ from .base import ArchSpec  # noqa: F401
 def zoo_survey() -> tuple[dict, dict]:
     """(covered specs, not covered model_type -> reason) of the installed transformers."""
     try:
-        from .zoo import discover
+        from .discover import discover
     except ImportError:
         return {}, {}
     return discover()

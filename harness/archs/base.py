@@ -1,4 +1,5 @@
-"""ArchSpec: how to build a tiny random-weight model of one architecture and synthesise its inputs.
+"""ArchSpec: how to build a tiny random-weight model of one architecture (its inputs and loss are
+:mod:`harness.archs.inputs`'s).
 
 One generic rule (shrink the installed transformers' default config of a model_type) plus small
 per-arch overrides held as data in :mod:`harness.archs.registry`. Nothing is fetched from a hub.
@@ -10,6 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 import torch
+
+# ArchSpec's input and loss rules
+from .inputs import NUM_LABELS, VOCAB, make_batch
+from .losses import loss_of
 
 # ---------------------------------------------------------------------------------------------
 # Tasks: the head that is trained. Each maps to a transformers auto-mapping (for the generic
@@ -27,10 +32,6 @@ _TASK_AUTO_MAPPING = {
 }
 
 INPUTS = ("masked", "unmasked", "padded")
-NUM_LABELS = 3
-BATCH = 2
-SEQ_LEN = 10
-VOCAB = 256
 
 # Generic shrink rule: every key that exists in the default config of a model_type is set to the
 # small value. Dropout keys are set to 0.1 so that checkpointing must restore the RNG state.
@@ -267,108 +268,6 @@ def declared_float32(model, dtype: torch.dtype) -> list[str]:
     return [n for n, t in (*twin.named_parameters(), *twin.named_buffers()) if t.dtype == torch.float32]
 
 
-# ---------------------------------------------------------------------------------------------
-# Inputs
-def _mask(kind: str, left: bool, gen: torch.Generator) -> torch.Tensor | None:
-    if kind == "unmasked":
-        return None
-    mask = torch.ones(BATCH, SEQ_LEN, dtype=torch.long)
-    if kind == "padded":  # second row padded by 3 (left for decoder-only models, right otherwise)
-        if left:
-            mask[1, :3] = 0
-        else:
-            mask[1, -3:] = 0
-    return mask
-
-
-def _ids(gen: torch.Generator, vocab: int, shape=(BATCH, SEQ_LEN)) -> torch.Tensor:
-    # ids 0..4 are kept free of content so that special/pad ids are never drawn
-    return torch.randint(5, vocab, shape, generator=gen)
-
-
-def _vocab(model) -> int:
-    cfg = model.config
-    for c in (cfg, getattr(cfg, "text_config", None), getattr(cfg, "decoder", None)):
-        v = getattr(c, "vocab_size", None) if c is not None else None
-        if isinstance(v, int):
-            return min(v, VOCAB)
-    return VOCAB
-
-
-def make_batch(spec: ArchSpec, task: str, model, inputs: str, step: int, seed: int = 0) -> dict[str, Any]:
-    """The synthetic batch for one training step: a pure function of (spec, task, inputs, step, seed)."""
-    gen = torch.Generator().manual_seed(seed * 1000 + step)
-    cfg = model.config
-    batch: dict[str, Any] = {}
-    if spec.modality in ("vision", "multimodal") or task == "image_cls":
-        vc = getattr(cfg, "vision_config", cfg)
-        batch["pixel_values"] = torch.randn(BATCH, vc.num_channels, vc.image_size, vc.image_size, generator=gen)
-    if spec.modality == "audio":
-        n_frames = 2 * cfg.max_source_positions
-        batch["input_features"] = torch.randn(BATCH, cfg.num_mel_bins, n_frames, generator=gen)
-    if spec.modality in ("text", "multimodal"):  # multimodal, e.g. CLIP: both towers
-        ids = _ids(gen, _vocab(model))
-        mask = _mask(inputs, spec.decoder_only, gen)
-        if mask is not None:
-            pad = getattr(getattr(cfg, "text_config", cfg), "pad_token_id", None)
-            ids = ids.masked_fill(mask == 0, pad if isinstance(pad, int) else 0)
-            batch["attention_mask"] = mask
-        batch["input_ids"] = ids
-
-    add_labels(task, batch, model, gen)
-    return batch
-
-
-def add_labels(task: str, batch: dict[str, Any], model, gen: torch.Generator) -> None:
-    """The targets of a task's head (one rule for every registry's inputs)."""
-    if task in ("seq_cls", "image_cls", "audio_cls"):
-        batch["labels"] = torch.randint(0, NUM_LABELS, (BATCH,), generator=gen)
-    elif task == "token_cls":
-        labels = torch.randint(0, NUM_LABELS, (BATCH, SEQ_LEN), generator=gen)
-        if "attention_mask" in batch:
-            labels = labels.masked_fill(batch["attention_mask"] == 0, -100)
-        batch["labels"] = labels
-    elif task == "causal_lm":
-        labels = batch["input_ids"].clone()
-        if "attention_mask" in batch:
-            labels = labels.masked_fill(batch["attention_mask"] == 0, -100)
-        batch["labels"] = labels
-    elif task == "seq2seq_lm":
-        batch["labels"] = _ids(gen, _vocab(model), (BATCH, SEQ_LEN // 2 + 1))
-    elif task == "contrastive":
-        batch["return_loss"] = True
-
-
-def loss_of(task: str, output) -> torch.Tensor:
-    """The scalar that is back-propagated."""
-    loss = getattr(output, "loss", None)
-    if loss is not None:
-        return loss
-    hidden = output[0] if isinstance(output, (tuple, list)) else output.last_hidden_state
-    return projected(hidden)
-
-
-def projected(t: torch.Tensor, k: int = 0) -> torch.Tensor:
-    """A fixed random linear functional of an output without a loss: mean(t * R), R ~ N(0, 1) drawn from seed
-    PROJECTION_SEED + k in float32 (the same R in every run and dtype of a cell). Not the mean square: a model's
-    output is normalised as a rule (a final LayerNorm / RMSNorm), and the mean square of a normalised tensor is
-    a constant (1 up to eps: Gemma 4's was 1.0 at every step, its largest gradient 5e-7, below float32's atol, so
-    checkpointing's lost K/V gradients went unseen); a random direction sees every element's gradient."""
-    gen = torch.Generator().manual_seed(PROJECTION_SEED + k)
-    r = torch.randn(t.shape, generator=gen, dtype=torch.float32)
-    t = upcast(t)
-    return (t * r.to(t.device, t.dtype)).mean()
-
-
-PROJECTION_SEED = 20261204
-
-
-def upcast(t: torch.Tensor) -> torch.Tensor:
-    """float32 at least, for a loss: half precision would round away what the comparison looks for; float64 stays
-    (the float64 rerun: `.float()` there rounds its outputs to float32 in the loss and, through its gradient, every
-    gradient of the run)."""
-    return t.to(torch.promote_types(t.dtype, torch.float32))
-
-
 def replace(spec: ArchSpec, **kw) -> ArchSpec:
     return dataclasses.replace(spec, **kw)
+

@@ -19,3 +19,15 @@ def get(name: str) -> Backend:
     else:
         raise KeyError(name)
     return mod.make()
+
+
+@lru_cache(maxsize=None)
+def method_traits(backend: str, method: str) -> frozenset[str]:
+    """The traits of a backend's method (MethodSpec.traits), read from its module's METHODS without importing the
+    library; empty for an unknown backend or method."""
+    import importlib
+
+    if backend not in BACKEND_NAMES:
+        return frozenset()
+    spec = importlib.import_module(f"{__name__}.{backend}").METHODS.get(method)
+    return spec.traits if spec else frozenset()

@@ -31,6 +31,15 @@ def extra_gc_modes() -> tuple[str, ...]:
     return tuple(m for m, kw in EXTRA_GC_MODES.items() if set(kw) <= set(params))
 
 
+# what a method does that known failures match on ("trait:NAME" in an expectation's method axis)
+TRAITS = {
+    "weight": "adapts weights inside the (checkpointed) layers and touches none of their inputs",
+    "input_grad": "a weight method whose gradients come back when a layer input requires grad",
+    "linear_only": "adapts nn.Linear layers only (peft refuses other layer types, e.g. transformers' Conv1D)",
+    "through_layers": "trains something whose gradient flows through the layers (weights, norms, prompt tokens)",
+}
+
+
 @dataclass(frozen=True)
 class MethodSpec:
     name: str
@@ -38,6 +47,7 @@ class MethodSpec:
     # (arch, task) -> None when the method applies, else the reason it does not
     applies: Callable[[ArchSpec, str], str | None] = lambda arch, task: None
     notes: str = ""
+    traits: frozenset[str] = frozenset()   # keys of TRAITS
 
 
 @dataclass

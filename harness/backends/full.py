@@ -16,6 +16,8 @@ class FullBackend(Backend):
                 "attach": "for p in model.parameters():\n    p.requires_grad_(True)"}
 
 
+METHODS = {"full": MethodSpec("full", lambda arch, task: None, traits=frozenset({"through_layers"}))}
+
+
 def make() -> Backend:
-    return FullBackend(name="full", methods={"full": MethodSpec("full", lambda arch, task: None)},
-                       gc_modes=GC_MODES + extra_gc_modes())
+    return FullBackend(name="full", methods=METHODS, gc_modes=GC_MODES + extra_gc_modes())

@@ -1,7 +1,9 @@
-"""pytest options mirroring `python -m harness run`, and the matrix parametrisation.
+"""The pytest plugin (registered through the `pytest11` entry point): the harness's options, the matrix
+parametrisation of any test that takes a `cell`, and the session's `runner`.
 
-Cells that share a baseline carry the same xdist_group, so under `--dist loadgroup` (set in
-pyproject's addopts) they run on one worker and pay for the baseline once.
+Options are harness/options.py's, as on the command line. Cells that share a baseline carry the same xdist_group,
+so under `--dist loadgroup` (pyproject's addopts) they run on one worker and pay for the baseline once. Importing
+this module imports no torch: pytest loads it in every session of an environment where the harness is installed.
 """
 from __future__ import annotations
 
@@ -9,26 +11,20 @@ import os
 
 import pytest
 
+from . import options
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
-def pytest_addoption(parser):
-    from harness import OPTIONS
 
+def pytest_addoption(parser):
     g = parser.getgroup("harness", "gradient-checkpointing equivalence matrix")
-    for axis in OPTIONS:
-        g.addoption(f"--{axis}", default=None, help=f"comma-separated {axis} values (default: all)")
-    g.addoption("--tier", default="default", help="default (CI covering set) or full (the whole product)")
-    g.addoption("--shard", default=None, metavar="K/N", help="only the K-th of N disjoint parts (split by baseline)")
-    g.addoption("--steps", type=int, default=3, help="optimizer steps per run (default 3)")
-    g.addoption("--dtype", default="float32")
-    g.addoption("--device", default="cpu")
-    g.addoption("--cell-timeout", type=float, default=300.0, help="seconds per training run of a cell")
-    g.addoption("--memory-gb", type=float, default=8.0, help="address-space cap per worker; 0 for none (default 8)")
+    for option in options.RUN:
+        option.add(g.addoption, pytest=True)
 
 
 def _selection(config):
-    from harness.cells import AXES, SelectionError, select
+    from .cells import AXES, SelectionError, select
 
     if not hasattr(config, "_harness_cells"):
         try:
@@ -49,13 +45,15 @@ def pytest_generate_tests(metafunc):
 
 @pytest.fixture(scope="session")
 def runner(pytestconfig):
-    from harness.run import DTYPES, Options, Runner, cap_memory
+    from .run import Options, Runner, cap_memory
+    from .train import DTYPES
 
     dtype = pytestconfig.getoption("dtype")
     if dtype not in DTYPES:
         raise pytest.UsageError(f"unknown dtype {dtype!r}; valid: {', '.join(DTYPES)}")
-    if pytestconfig.getoption("memory_gb") < 0:
-        raise pytest.UsageError("--memory-gb must be >= 0 (0: no cap)")
+    complaint = options.check_memory_gb(pytestconfig.getoption("memory_gb"))
+    if complaint:
+        raise pytest.UsageError(complaint)
     cap_memory(pytestconfig.getoption("memory_gb"))
     return Runner(Options(steps=pytestconfig.getoption("steps"), dtype=dtype,
                           device=pytestconfig.getoption("device"),

@@ -1,6 +1,6 @@
 """Print the product ledgers' table (one row per ledger under one header), as the README shows it.
 
-    python benchmarks/ledger_table.py benchmarks/product/*.json
+    python tools/ledger_table.py data/product/*.json
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from matrix import ledger_table  # noqa: E402
 
 def main(paths: list[str]) -> int:
     if not paths:
-        print("usage: python benchmarks/ledger_table.py LEDGER.json...", file=sys.stderr)
+        print("usage: python tools/ledger_table.py LEDGER.json...", file=sys.stderr)
         return 2
     tables = []
     for p in paths:

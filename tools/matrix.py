@@ -1,12 +1,12 @@
 """Run a whole matrix on one machine as N shards in fresh processes, then one merged summary.
 
-    python benchmarks/matrix.py --backend peft --parts 64 --jobs 2 --out runs/peft
-    python benchmarks/matrix.py --backend peft --parts 64 --out runs/peft --only 1-8   # some parts now, the rest later
-    python benchmarks/matrix.py --backend peft --parts 64 --out runs/peft --rerun arch=marian,pegasus
-    python benchmarks/matrix.py --backend peft --parts 64 --out runs/peft --rerun outcome=mismatch --rerun method=lora
-    python benchmarks/matrix.py --backend peft --parts 64 --out runs/peft --rerun 'detail~float64 rerun'
-    python benchmarks/matrix.py --backend peft --parts 64 --out runs/peft --refresh   # add newly covered types
-    python benchmarks/matrix.py --backend peft --parts 64 --out runs/peft --ledger benchmarks/product/peft.json
+    python tools/matrix.py --backend peft --parts 64 --jobs 2 --out runs/peft
+    python tools/matrix.py --backend peft --parts 64 --out runs/peft --only 1-8   # some parts now, the rest later
+    python tools/matrix.py --backend peft --parts 64 --out runs/peft --rerun arch=marian,pegasus
+    python tools/matrix.py --backend peft --parts 64 --out runs/peft --rerun outcome=mismatch --rerun method=lora
+    python tools/matrix.py --backend peft --parts 64 --out runs/peft --rerun 'detail~float64 rerun'
+    python tools/matrix.py --backend peft --parts 64 --out runs/peft --refresh   # add newly covered types
+    python tools/matrix.py --backend peft --parts 64 --out runs/peft --ledger data/product/peft.json
 
 What a CI matrix of `python -m harness run --shard K/N` jobs does, for a machine without one: each part is
 its own process (a run that exhausts the memory cap leaves later parts unharmed) writing OUT/r_K_of_N.json;
@@ -152,7 +152,7 @@ def _ledger_locked(ledger: str, backend: str, n: int, runs: dict[int, str]) -> N
 
 def _ledger_merge(ledger: str, backend: str, n: int, runs: dict[int, str]) -> None:
     from harness.cells import SelectionError
-    from harness.cli import _read_run, _rejudge
+    from harness.records import read_run, rejudge
 
     try:
         with open(ledger) as fh:
@@ -161,7 +161,7 @@ def _ledger_merge(ledger: str, backend: str, n: int, runs: dict[int, str]) -> No
         book = {"backend": backend, "parts": n, "versions": None, "options": None, "entries": {}}
     for k, path in sorted(runs.items()):
         try:
-            data = _read_run(path)
+            data = read_run(path)
         except SelectionError as exc:
             raise SystemExit(f"error: --ledger {ledger}: {exc}") from None
         if not data.get("complete"):
@@ -174,7 +174,7 @@ def _ledger_merge(ledger: str, backend: str, n: int, runs: dict[int, str]) -> No
             elif book[key] != have:
                 raise SystemExit(f"error: --ledger {ledger}: it holds {key} {book[key]}, part {k} has {have}")
         for r in data["cells"]:
-            _rejudge(r)
+            rejudge(r)
         book["entries"][str(k)] = {
             "cells": len(data["cells"]), "outcomes": dict(Counter(r["outcome"] for r in data["cells"])),
             "not_as_expected": sorted(r["id"] for r in data["cells"] if not r["matches"]),

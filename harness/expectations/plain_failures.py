@@ -1,0 +1,94 @@
+"""The plain run itself fails inside the library: not checkpointing findings."""
+from __future__ import annotations
+
+from ..outcomes import Outcome
+from .entry import Expect
+from .groups import (A, ADAPTERS_SRC, ENC_DEC, FUSED_EXPERTS_5, FUSED_QKV, GQA, P, PEFT_SRC, PREFIX_CACHE_ARCHS, TF5)
+
+ENTRIES: list[Expect] = [
+    # ---- the baseline itself fails inside the library (not checkpointing findings) ------------
+    Expect({**P, "arch": ("clip_text_model", "flava")}, Outcome.ERROR,
+           "peft's task wrapper (SEQ_CLS / FEATURE_EXTRACTION) passes inputs_embeds, which CLIPTextModel and FlavaModel "
+           "do not take: every method's plain run fails", f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.18"}),
+    Expect({**P, "arch": "mamba2", "method": ("miss", "osf")}, Outcome.ERROR,
+           "no linear layer of the tiny Mamba2 that peft accepts (out_proj is refused) has dims divisible by the "
+           "block size of the block-structured methods: nothing to adapt", f"{PEFT_SRC}/tuners/tuners_utils.py",
+           {"peft": ">=0.18"}),
+    Expect({**P, "arch": "mixtral", "method": ("lora", "dora", "rslora", "lora_mts", "xlora")}, Outcome.ERROR,
+           "on transformers 5 get_peft_model(mixtral, LoraConfig()) fails without checkpointing ('No `target_modules` "
+           "passed but also no `target_parameters` found'): inject_adapter converts the config for v5's fused MoE "
+           "(_convert_peft_config_moe) before _prepare_adapter_config fills in the default targets, and the "
+           "conversion turns target_modules None into an empty set, so Mixtral's default q_proj/v_proj are never "
+           "applied (the only type with default LoRA targets and a conversion pattern; a peft bug, checkpointing "
+           "not involved)", f"{PEFT_SRC}/utils/transformers_weight_conversion.py#L438",
+           {"peft": ">=0.18", "transformers": ">=5"}),
+    Expect({**P, "arch": ("fnet", "vits", "mra"),
+            "method": ("lora", "dora", "rslora", "lora_mts")},
+           Outcome.ERROR,
+           "peft's task wrapper passes attention_mask / inputs_embeds / output_attentions, which this model's "
+           "forward does not take on transformers 4 (it does on 5)", f"{PEFT_SRC}/peft_model.py",
+           {"peft": ">=0.18", "transformers": "<5"}),
+    Expect({**P, "arch": ("clip_text_model", "llama4_text", "flava"),
+            "method": ("lora", "dora", "rslora", "lora_mts")},
+           Outcome.ERROR,
+           "peft's task wrapper passes inputs this model does not take (attention_mask, inputs_embeds, "
+           "decoder ids, output_attentions) or reaches a method it lacks: the peft baseline fails, the full "
+           "one trains", f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.18"}),
+    Expect({**P, "arch": "deepseek_v4", "method": ("lora", "dora", "rslora", "lora_mts")}, Outcome.ERROR,
+           "the plain run fails: the arch-generic targets include o_a_proj, a DeepseekV4GroupedLinear (an nn.Linear "
+           "subclass applying its weight per group of heads), which peft wraps as a plain Linear, so the adapter's "
+           "output has the ungrouped shape ('The size of tensor a (4) must match the size of tensor b (32)'; every "
+           "weight method of peft, seen in the 5.24.0 calibration); a peft / transformers mismatch, not "
+           "checkpointing", f"{TF5}/models/deepseek_v4/modeling_deepseek_v4.py#L314",
+           {"peft": ">=0.18", "transformers": ">=5"}),
+    Expect({**P, "arch": FUSED_EXPERTS_5, "method": "dora"}, Outcome.UNSUPPORTED,
+           "transformers 5 stores MoE experts as fused parameters; peft adapts them with lora.ParamWrapper, which "
+           "refuses DoRA ('lora.ParamWrapper does not work with use_dora=True')",
+           f"{PEFT_SRC}/tuners/lora/layer.py", {"peft": ">=0.18", "transformers": ">=5"}),
+    Expect({**P, "method": "multitask_prompt_tuning", "task": "feature"}, Outcome.ERROR,
+           "peft's PeftModelForFeatureExtraction.forward takes task_ids but calls get_prompt(batch_size) without "
+           "them, and the multitask prompt needs them ('task_ids cannot be None'): fails without checkpointing",
+           f"{PEFT_SRC}/peft_model.py#L3221", {"peft": ">=0.18"}),
+    Expect({**P, "arch": "aria_text", "method": "poly", "task": "feature"}, Outcome.ERROR,
+           "Poly under the FEATURE_EXTRACTION wrapper fails without checkpointing ('batch1 must be a 3D tensor')",
+           f"{PEFT_SRC}/tuners/poly", {"peft": ">=0.18", "transformers": "<5"}),
+    Expect({**P, "arch": "aya_vision", "method": "gralora", "task": "causal_lm"}, Outcome.ERROR,
+           "GraLoRA on a layer of the aya_vision causal LM fails without checkpointing ('too many values to unpack'); "
+           "the feature model trains (4.57.6 product part 33)",
+           f"{PEFT_SRC}/tuners/gralora", {"peft": ">=0.18", "transformers": "<5"}),
+    Expect({**P, "arch": "cohere2_vision", "method": "oft", "task": "causal_lm"}, Outcome.ERROR,
+           "OFT on a layer of cohere2_vision's causal LM fails without checkpointing (a reshape to its blocks is "
+           "invalid: shape [774, 16, 8] for an input of size 0); the feature model trains",
+           f"{PEFT_SRC}/tuners/oft", {"peft": ">=0.18", "transformers": "<5"}),
+    # These come first: they hold in every gc mode, also where adapters would refuse reentrant.
+    Expect({**A, "method": ("dora", "dvora"), "arch": FUSED_QKV}, Outcome.ERROR,
+           "adapters' DoRA/DVoRA on a fused qkv projection sizes the magnitude for the whole output but the "
+           "low-rank delta for the selected q/v slices: shape error when the adapter is added",
+           f"{ADAPTERS_SRC}/methods/lora.py", {"adapters": ">=1.2"}),
+    Expect({**A, "method": "vera", "arch": FUSED_QKV}, Outcome.ERROR,
+           "adapters' VeRA on a fused qkv projection: 'Vera' object has no attribute 'lora_A' in forward",
+           f"{ADAPTERS_SRC}/methods/lora.py", {"adapters": ">=1.2"}),
+    Expect({**A, "method": ("vera", "dvora"), "arch": GQA}, Outcome.ERROR,
+           "adapters' VeRA/DVoRA share one frozen A/B pair sized for the query projection; the narrower k/v "
+           "projections of grouped-query attention cannot be multiplied with it",
+           f"{ADAPTERS_SRC}/methods/lora.py", {"adapters": ">=1.2"}),
+    Expect({**A, "method": ("par_bn", "scaled_par_bn"), "arch": "phi"}, Outcome.ERROR,
+           "adapters' plugin interface for phi hands the parallel adapter no input (linear(): input is None)",
+           f"{ADAPTERS_SRC}/wrappers/interfaces.py", {"adapters": ">=1.2"}),
+    Expect({**A, "arch": PREFIX_CACHE_ARCHS, "method": ("prefix_tuning", "prefix_tuning_flat"), "inputs": "padded",
+            "task": "causal_lm"}, Outcome.ERROR,
+           "with a padding mask adapters' prefix is masked out even without checkpointing: no prefix tensor "
+           "ever gets a gradient (vacuous baseline)", f"{ADAPTERS_SRC}/methods/prefix_tuning.py",
+           {"adapters": ">=1.2", "transformers": ">=4.57,<5"}),
+    Expect({**A, "method": "prompt_tuning", "arch": "bert-generation"}, Outcome.ERROR,
+           "adapters' prompt tuning on BertGenerationDecoder: the causal mask keeps the unprompted length",
+           f"{ADAPTERS_SRC}/models/bert_generation", {"adapters": ">=1.2"}),
+    Expect({**A, "method": "prompt_tuning", "task": "token_cls"}, Outcome.ERROR,
+           "prompt tuning prepends prompt tokens to the input but not to token labels: shape mismatch in the loss",
+           f"{ADAPTERS_SRC}/methods/prompt_tuning.py", {"adapters": ">=1.2"}),
+    Expect({**A, "arch": ENC_DEC, "method": ("loreft", "noreft", "direft"), "inputs": ("masked", "padded")},
+           Outcome.ERROR,
+           "adapters' ReFT takes the sequence lengths from the encoder's attention mask and indexes the "
+           "shorter decoder sequence with them (index out of bounds), with or without checkpointing",
+           f"{ADAPTERS_SRC}/methods/reft.py", {"adapters": ">=1.2"}),
+]

@@ -1,0 +1,65 @@
+"""The libraries refuse checkpointing or the method, with their own documented error; transformers 5's
+activation-checkpointing options."""
+from __future__ import annotations
+
+from ..outcomes import Outcome
+from .entry import Expect
+from .groups import (A, ADAPTERS_REENTRANT, ADAPTERS_SRC, CONV1D, LINEAR_ONLY, NO_PROMPT_TUNING, P, PEFT_SRC, TF5, TF_SRC)
+
+ENTRIES: list[Expect] = [
+    # ---- the libraries refuse checkpointing, with their own documented error -------------------
+    Expect({"arch": "albert"}, Outcome.UNSUPPORTED,
+           "AlbertPreTrainedModel.supports_gradient_checkpointing is False: transformers refuses",
+           f"{TF_SRC}/models/albert/modeling_albert.py", {"transformers": ">=4.35"}, refuses_checkpointing=True),
+    Expect({**A, "arch": "clip"}, Outcome.UNSUPPORTED,
+           "adapters' gradient_checkpointing_enable needs enable_input_require_grads, which CLIPModel lacks",
+           f"{ADAPTERS_SRC}/model_mixin.py", {"adapters": ">=1.1.0"}, refuses_checkpointing=True),
+    Expect({**A, "gc_mode": "reentrant"}, Outcome.UNSUPPORTED, ADAPTERS_REENTRANT,
+           "https://github.com/adapter-hub/adapters/pull/759", {"adapters": ">=1.1.0"}, refuses_checkpointing=True),
+    # ---- the libraries refuse the method, with their own documented error ----------------------
+    Expect({**P, "arch": CONV1D, "method": LINEAR_ONLY}, Outcome.UNSUPPORTED,
+           "the method supports nn.Linear only and refuses transformers' Conv1D layers",
+           f"{PEFT_SRC}/tuners/tuners_utils.py", {"peft": ">=0.17"}),
+    Expect({**P, "arch": CONV1D, "method": "osf", "task": "causal_lm"}, Outcome.ERROR,
+           "OSF silently skips Conv1D layers: nothing of the causal LM is trainable (the loss has no grad_fn)",
+           f"{PEFT_SRC}/tuners/osf", {"peft": ">=0.18"}),
+    Expect({**P, "arch": CONV1D, "method": "osf"}, Outcome.NOT_CHECKPOINTED,
+           "OSF silently skips Conv1D layers: only the head trains, so nothing inside the checkpointed "
+           "layers needs recomputing and checkpointing saves no memory",
+           f"{PEFT_SRC}/tuners/osf", {"peft": ">=0.18"}),
+    Expect({**P, "method": ("prefix_tuning", "cartridge"), "arch": ("bert",)}, Outcome.UNSUPPORTED,
+           "transformers 5 dropped the key/value cache from BERT: peft refuses prefix tuning without past key values",
+           f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.14", "transformers": ">=5"}),
+    Expect({**P, "method": ("prefix_tuning", "cartridge"), "order": "gc_first"}, Outcome.UNSUPPORTED,
+           "peft refuses prefix tuning / cartridges on a model that already checkpoints",
+           f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.14"}),
+    Expect({**A, "arch": ("modernbert", "gemma2", "gemma3_text", "qwen2", "qwen3", "phi"),
+            "method": ("prefix_tuning*", "prompt_tuning", "mam", "unipelt")}, Outcome.UNSUPPORTED,
+           "the plugin interface (AdapterModelInterface) of adapters supports no prefix/prompt tuning",
+           f"{ADAPTERS_SRC}/interface.py", {"adapters": ">=1.2"}),
+    Expect({**A, "arch": NO_PROMPT_TUNING, "method": "prompt_tuning"}, Outcome.UNSUPPORTED,
+           "the model's adapters mixin declares support_prompt_tuning = False: add_adapter refuses",
+           f"{ADAPTERS_SRC}/models/llama/mixin_llama.py", {"adapters": ">=1.2"}),
+    Expect({**A, "arch": ("vit", "beit"), "method": ("seq_bn_inv", "double_seq_bn_inv")}, Outcome.UNSUPPORTED,
+           "vision models have no token embeddings for the invertible adapter: add_adapter refuses",
+           f"{ADAPTERS_SRC}/model_mixin.py", {"adapters": ">=1.2"}),
+    Expect({"arch": "van"}, Outcome.UNSUPPORTED,
+           "transformers refuses: VanForImageClassification is not compatible with gradient checkpointing",
+           f"{TF_SRC}/models/deprecated/van/modeling_van.py", {"transformers": ">=4.35,<5"}, refuses_checkpointing=True),
+    Expect({"backend": "full", "arch": "gemma3n_text", "inputs": "padded"}, Outcome.ERROR,
+           "not checkpointing: the plain run's gradients are NaN from step 0. A model built by transformers has a "
+           "zero embedding row for the pad id (padding_idx), and AltUp takes the target magnitude as "
+           "mean(h ** 2) ** 0.5 with no epsilon: at a pad position that is sqrt(0), whose gradient is infinite, "
+           "times the loss's zero there; a failing plain run comes first, so before the offload entry below (the "
+           "peft cells: the calibration table; seen on 4.57.6 and 5.24.0)",
+           f"{TF_SRC}/models/gemma3n/modeling_gemma3n.py#L1699", {"transformers": ">=4.57"}),
+    # ---- transformers 5's activation-checkpointing options (the `full` backend's extra gc modes), after the
+    # refusals of checkpointing itself ----
+    Expect({"gc_mode": "non_reentrant_offload"}, Outcome.GC_ERROR,
+           "offload=True wraps each checkpoint in save_on_cpu(pin_memory=True, device_type=<accelerator or "
+           "'cpu'>); without an accelerator torch.cpu.is_available() is True, so save_on_cpu pins and the forward "
+           "raises 'pin_memory=True requires a CUDA or other accelerator backend' although the code means "
+           "'nothing to copy off a device' (every release with offload, 5.17.0 to 5.25.0, bisected; PR #48590 "
+           "added the cpu fallback; cases/offload_pin_memory_without_accelerator.py)", f"{TF5}/modeling_utils.py#L3160", {"transformers": ">=5.17"},
+           machine="no_accelerator"),
+]

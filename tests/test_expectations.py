@@ -1,0 +1,95 @@
+"""The known failures name only what exists: every arch, method and trait an entry names is one the harness knows
+(in some release's zoo table or the hand-tuned registry; in some backend's methods; in MethodSpec's traits), every
+field it matches is a cell field, and a trait pattern matches the methods that carry the trait and no other."""
+import fnmatch
+import importlib
+
+import pytest
+
+from harness import AXES, backends, tables
+from harness.archs.registry import ARCHS
+from harness.backends.base import TRAITS
+from harness.expectations import EXPECTATIONS, ORDER, Expect, expected
+from harness.expectations.entry import TRAIT
+from harness.outcomes import Outcome
+
+FIELDS = set(AXES) | {"modality"}
+
+
+def known_archs() -> set[str]:
+    names = set(ARCHS)
+    for t in tables.names("zoo"):
+        names |= set(tables.load(t).TABLE)
+    return names
+
+
+def all_methods() -> dict[str, set[str]]:
+    """Every method of every backend, whether or not its library is installed: name -> traits."""
+    out: dict[str, set[str]] = {}
+    for b in backends.BACKEND_NAMES:
+        for name, spec in importlib.import_module(f"harness.backends.{b}").METHODS.items():
+            out.setdefault(name, set()).update(spec.traits)
+    return out
+
+
+def patterns(entry: Expect, axis: str) -> list[str]:
+    out = []
+    for where in (entry.match, entry.unless):
+        value = where.get(axis, ())
+        out.extend((value,) if isinstance(value, str) else value)
+    return out
+
+
+def unknown(names: list[str], known: set[str]) -> list[str]:
+    return [p for p in names if not p.startswith(TRAIT) and not fnmatch.filter(known, p)]
+
+
+def test_every_entry_matches_cell_fields_only():
+    bad = [(e.reason[:60], k) for e in EXPECTATIONS for k in (*e.match, *e.unless) if k not in FIELDS]
+    assert not bad, bad
+
+
+def test_every_arch_an_entry_names_exists_in_some_release():
+    archs = known_archs()
+    bad = {p for e in EXPECTATIONS for p in unknown(patterns(e, "arch"), archs)}
+    assert not bad, f"entries name archs no release table or registry has: {sorted(bad)}"
+
+
+def test_every_method_and_trait_an_entry_names_exists():
+    methods = all_methods()
+    bad = {p for e in EXPECTATIONS for p in unknown(patterns(e, "method"), set(methods))}
+    assert not bad, f"entries name methods no backend has: {sorted(bad)}"
+    named = {p[len(TRAIT):] for e in EXPECTATIONS for axis in FIELDS for p in patterns(e, axis) if p.startswith(TRAIT)}
+    assert named <= set(TRAITS), named - set(TRAITS)
+    carried = set().union(*methods.values())
+    assert named <= carried, f"traits no method carries: {named - carried}"
+    misplaced = [e.reason[:60] for e in EXPECTATIONS for axis in FIELDS - {"method"}
+                 if any(p.startswith(TRAIT) for p in patterns(e, axis))]
+    assert not misplaced, f"a trait is a method's: {misplaced}"
+
+
+def test_the_check_of_names_catches_a_misspelt_arch():
+    assert unknown(["lama", "llama", "qwen3*", "trait:weight"], known_archs()) == ["lama"]
+
+
+@pytest.mark.parametrize("method, want", [("lora", Outcome.GC_ERROR), ("ln_tuning", Outcome.EQUIVALENT),
+                                          ("boft", Outcome.EQUIVALENT)])
+def test_a_trait_pattern_matches_the_methods_that_carry_it(method, want):
+    entry = Expect({"backend": "peft", "method": "trait:input_grad"}, Outcome.GC_ERROR, "x", "https://x",
+                   unless={"method": "boft"})
+    fields = dict(backend="peft", arch="bert", method=method, gc_mode="reentrant", inputs="masked",
+                  order="gc_first", task="seq_cls", modality="text")
+    assert expected(fields, [entry], calibrated=False)[0] == (want,)
+
+
+def test_adapters_methods_of_the_same_name_do_not_carry_peft_traits():
+    fields = dict(backend="adapters", arch="bert", method="lora", gc_mode="non_reentrant", inputs="masked",
+                  order="gc_first", task="seq_cls", modality="text")
+    entry = Expect({"method": "trait:weight"}, Outcome.GC_ERROR, "x", "https://x")
+    assert expected(fields, [entry], calibrated=False)[0] == (Outcome.EQUIVALENT,)
+
+
+def test_precedence_is_the_stated_order_of_the_entry_files():
+    assert EXPECTATIONS == [e for module in ORDER for e in module.ENTRIES]
+    assert [m.__name__.rsplit(".", 1)[-1] for m in ORDER] == [
+        "first", "refusals", "plain_failures", "findings_models", "findings_general"]
