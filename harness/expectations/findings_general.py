@@ -115,7 +115,7 @@ ENTRIES: list[Expect] = [
            "enable_input_require_grads hooks only the text embeddings of a vision- or audio-language model: the "
            "adapters inside the reentrant-checkpointed vision (audio) tower get no gradient (a parameter shared "
            "with the text side, e.g. UniLoRA's, gets only part of it: mismatch; the audio towers of Qwen2-Audio and "
-           "Voxtral, fed audio since 2026-12-04, likewise)", f"{TF_SRC}/modeling_utils.py#L2856",
+           "Voxtral likewise)", f"{TF_SRC}/modeling_utils.py#L2856",
            {"peft": ">=0.14", "transformers": "<5"}),
     Expect({**P, "method": "unilora", "gc_mode": "reentrant", "order": "adapter_first"},
            (Outcome.MISSING_GRAD, Outcome.GC_ERROR, Outcome.MISMATCH, Outcome.EQUIVALENT, Outcome.NOT_CHECKPOINTED),

@@ -85,7 +85,7 @@ ENTRIES: list[Expect] = [
     Expect({**P, "arch": "pp_lcnet", "method": "ln_tuning", "gc_mode": "non_reentrant"}, Outcome.MISMATCH,
            "LN tuning adapts the BatchNorms inside PP-LCNet's checkpointed conv blocks, so (unlike with LoRA, below) "
            "they are recomputed and update their running statistics a second time: the final running_mean differs "
-           "(seen on 5.24.0, product part 15, both orders; reentrant: the entry above)",
+           "(seen on 5.24.0, both orders; reentrant: the entry above)",
            f"{PEFT_SRC}/tuners/ln_tuning", {"peft": ">=0.18", "transformers": ">=5"}),
     Expect({**P, "arch": "pp_lcnet"}, Outcome.NOT_CHECKPOINTED,
            "LoRA adapts only linear layers outside the checkpointed conv blocks of this convnet: nothing inside "

@@ -54,7 +54,7 @@ ENTRIES: list[Expect] = [
            f"{PEFT_SRC}/tuners/poly", {"peft": ">=0.18", "transformers": "<5"}),
     Expect({**P, "arch": "aya_vision", "method": "gralora", "task": "causal_lm"}, Outcome.ERROR,
            "GraLoRA on a layer of the aya_vision causal LM fails without checkpointing ('too many values to unpack'); "
-           "the feature model trains (4.57.6 product part 33)",
+           "the feature model trains (seen on 4.57.6)",
            f"{PEFT_SRC}/tuners/gralora", {"peft": ">=0.18", "transformers": "<5"}),
     Expect({**P, "arch": "cohere2_vision", "method": "oft", "task": "causal_lm"}, Outcome.ERROR,
            "OFT on a layer of cohere2_vision's causal LM fails without checkpointing (a reshape to its blocks is "
