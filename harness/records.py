@@ -1,5 +1,5 @@
 """Run records: reading a run's (or a calibration's) --json back, re-judging its cells, resuming it. Shared by the
-CLI (`run --resume`, `check`, `calibrate --resume`) and the tools (tools/matrix.py, benchmarks/tolerance_floor.py).
+CLI (`run --resume`, `check`, `calibrate --resume`) and the tools (tools/matrix.py).
 
 A record's outcome is a function of the cell and the installed versions; its expectation is data. So a record
 made with the versions installed here can be re-judged against the current expectations without re-running it.

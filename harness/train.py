@@ -193,7 +193,12 @@ class CellRecipe:
         self.backend.enable_gc(model, self.gc_mode)
 
     def attach(self, model):
-        return self.backend.attach(model, self.arch, self.task, self.method)
+        model = self.backend.attach(model, self.arch, self.task, self.method)
+        if self.dtype != "float32":
+            # what a user casting the adapted model to this dtype gets: tensors a library makes under the default
+            # dtype (adapters' LoRA / ReFT / bottleneck modules) follow the model; float32 runs never come here
+            model = self.backend.cast(model, DTYPES[self.dtype])
+        return model
 
     def batch(self, model, step):
         # made for the transformers model, not for a library's wrapper around it (whose forward signature

@@ -363,7 +363,8 @@ def test_a_float64_rerun_whose_baseline_is_not_finite_settles_nothing():
 
     cell = Cell("full", "bert", "full", "non_reentrant", "masked", "gc_first", "seq_cls")
     nan = float("nan")
-    for float64_losses, says in [((nan, nan), "float64 rerun: error: non-finite baseline: loss nan at step 0"),
+    for float64_losses, says in [((nan, nan), "float64 rerun: unsettled, the plain run does not train in float64: non-finite baseline: "
+                                              "loss nan at step 0"),
                                  ((1.0, nan), "float64 rerun: unsettled, its baseline is not finite from step 1 "
                                               "(loss nan at step 1)")]:
         runner = Runner(Options())

@@ -96,10 +96,17 @@ class AdaptersBackend(Backend):
         model.train_adapter(NAME)
         return model
 
+    def cast(self, model, dtype):
+        # adapters makes its modules under the default dtype (LoRAConfig / ReftConfig dtype=None; nn.Linear in the
+        # bottlenecks), whatever the model's: its own call moves them to the model's dtype
+        model.adapter_to(NAME, dtype=dtype)
+        return model
+
     def repro(self, method, arch, task, model) -> dict:
         return {"imports": "import adapters", "config": method.make_config(arch, task).to_dict(), "setup": "adapters.init(model)",
                 "attach": f"model.add_adapter({NAME!r}, config=adapters.AdapterConfig.load(METHOD_CONFIG))\n"
-                          f"model.train_adapter({NAME!r})"}
+                          f"model.train_adapter({NAME!r})\n"
+                          f"if DTYPE != 'float32':\n    model.adapter_to({NAME!r}, dtype=getattr(torch, DTYPE))"}
 
 
 def make() -> Backend:

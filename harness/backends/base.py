@@ -72,6 +72,11 @@ class Backend:
         """Add and activate the method, make only its parameters trainable; returns the model to train."""
         raise NotImplementedError
 
+    def cast(self, model, dtype):
+        """After attach, in a run that is not float32: cast what the library added and left in float32 to the
+        model's dtype, as a user casting the adapted model does (peft follows the base layer's dtype itself)."""
+        return model
+
     def enable_gc(self, model, gc_mode: str):
         kwargs = {"use_reentrant": gc_mode == "reentrant"}
         if gc_mode in EXTRA_GC_MODES:   # the same code in repro scripts (harness/repro.py)

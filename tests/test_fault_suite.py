@@ -1,0 +1,167 @@
+"""A suite of faults of the checkpoint machinery, each injected into the real libraries and caught on reference
+cells of every backend (an encoder, a decoder-only, an encoder-decoder and a vision model), with its outcome.
+
+Each fault replaces torch's `checkpoint` wherever a library took it from (transformers' gradient_checkpointing_enable,
+adapters' own override, torch itself), so every backend trains through it as its users' code would. The small faults
+(a relative 1e-4 or 1e-3 of what the recompute computes or passes back) are the ones an absolute tolerance lets
+through on a tiny model's small gradients: they must be caught whatever the size of the cell's gradients.
+"""
+import sys
+
+import pytest
+import torch
+from torch.utils.checkpoint import checkpoint as real_checkpoint
+
+from harness import backends
+from harness.archs import archs_for
+from harness.cells import Cell
+from harness.run import Options, Runner
+
+REFERENCE_ARCHS = ("bert", "llama", "t5", "vit")   # encoder, decoder-only, encoder-decoder, vision
+METHOD = {"adapters": "lora", "peft": "lora", "full": "full"}
+
+
+def in_recompute() -> bool:
+    """Inside a backward pass: where a checkpoint recomputes its segment (reentrant or not)."""
+    return torch._C._current_graph_task_id() != -1
+
+
+def _scaled(x, factor):
+    if isinstance(x, torch.Tensor) and x.is_floating_point():
+        return x * factor
+    if isinstance(x, tuple):
+        return tuple(_scaled(v, factor) for v in x)
+    return x
+
+
+def rng_not_restored(fn, *a, **kw):
+    return real_checkpoint(fn, *a, **{**kw, "preserve_rng_state": False})
+
+
+def recompute_inputs(eps):
+    """The recompute starts from inputs that differ from the forward's by a relative `eps`."""
+    def checkpoint(fn, *a, **kw):
+        def again(*x, **k):
+            if in_recompute():
+                x = tuple(_scaled(v, 1 + eps) for v in x)
+            return fn(*x, **k)
+        return real_checkpoint(again, *a, **kw)
+    return checkpoint
+
+
+def recompute_module_outputs(eps):
+    """A hook active only while the segment is recomputed changes what each of its modules returns."""
+    def checkpoint(fn, *a, **kw):
+        def again(*x, **k):
+            if not in_recompute():
+                return fn(*x, **k)
+            handle = torch.nn.modules.module.register_module_forward_hook(lambda m, i, out: _scaled(out, 1 + eps))
+            try:
+                return fn(*x, **k)
+            finally:
+                handle.remove()
+        return real_checkpoint(again, *a, **kw)
+    return checkpoint
+
+
+def gradient_scaled(factor):
+    """The gradient a segment passes back is `factor` times what it should be (0: none of it arrives)."""
+    def checkpoint(fn, *a, **kw):
+        out = real_checkpoint(fn, *a, **kw)
+        first = out[0] if isinstance(out, tuple) else out
+        if isinstance(first, torch.Tensor) and first.requires_grad:
+            first.register_hook(lambda g: g * factor)
+        return out
+    return checkpoint
+
+
+def output_cut(fn, *a, **kw):
+    return _detached(real_checkpoint(fn, *a, **kw))
+
+
+def _detached(out):
+    if isinstance(out, torch.Tensor):
+        return out.detach()
+    return tuple(_detached(o) for o in out) if isinstance(out, tuple) else out
+
+
+def no_recompute(fn, *a, **kw):   # kw are checkpoint's own options (use_reentrant, ...), not the segment's
+    return fn(*a)
+
+
+# fault -> (checkpoint function, the outcomes that name it)
+FAULTS = {
+    "none": (real_checkpoint, ("equivalent",)),
+    "rng_not_restored": (rng_not_restored, ("mismatch",)),
+    "recompute_inputs_1e-3": (recompute_inputs(1e-3), ("mismatch",)),
+    "recompute_inputs_1e-4": (recompute_inputs(1e-4), ("mismatch",)),
+    "recompute_module_outputs_1e-4": (recompute_module_outputs(1e-4), ("mismatch",)),
+    "gradient_scaled_1e-3": (gradient_scaled(1 + 1e-3), ("mismatch",)),
+    "gradient_scaled_1e-4": (gradient_scaled(1 + 1e-4), ("mismatch",)),
+    "gradient_dropped": (gradient_scaled(0.0), ("missing_grad",)),
+    "output_cut_from_graph": (output_cut, ("missing_grad", "gc_error")),
+    "nothing_recomputed": (no_recompute, ("not_checkpointed",)),
+}
+
+
+def install(monkeypatch, fake) -> list[str]:
+    """Put `fake` wherever torch's checkpoint function was taken from (the libraries imported first, as a user's
+    script has them before it trains); the modules patched."""
+    import transformers.modeling_utils  # noqa: F401
+
+    if not backends.get("adapters").missing:
+        import adapters.model_mixin  # noqa: F401
+    patched = []
+    for name, module in list(sys.modules.items()):
+        try:
+            held = module.__dict__.get("checkpoint")
+        except AttributeError:
+            continue
+        if held is real_checkpoint:
+            monkeypatch.setattr(module, "checkpoint", fake)
+            patched.append(name)
+    return patched
+
+
+def reference_cells():
+    for backend in backends.BACKEND_NAMES:
+        for arch in REFERENCE_ARCHS:
+            yield backend, arch
+
+
+def cell_of(backend: str, arch: str) -> Cell:
+    spec = archs_for(backend)[arch]
+    return Cell(backend, arch, METHOD[backend], "non_reentrant", spec.inputs[0], "gc_first", spec.primary_task)
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+@pytest.mark.parametrize("backend, arch", list(reference_cells()))
+def test_each_fault_of_the_checkpoint_machinery_is_caught_with_its_outcome(monkeypatch, backend, arch, fault):
+    if backends.get(backend).missing:
+        pytest.skip(backends.get(backend).missing)
+    fake, outcomes = FAULTS[fault]
+    patched = install(monkeypatch, fake)
+    assert "torch.utils.checkpoint" in patched and "transformers.modeling_utils" in patched, patched
+    r = Runner(Options()).run_cell(cell_of(backend, arch))
+    assert r["outcome"] in outcomes, r["detail"]
+
+
+def test_the_fault_is_installed_where_adapters_takes_checkpoint_from(monkeypatch):
+    if backends.get("adapters").missing:
+        pytest.skip(backends.get("adapters").missing)
+    import adapters.model_mixin
+
+    assert "adapters.model_mixin" in install(monkeypatch, no_recompute)
+    assert adapters.model_mixin.checkpoint is no_recompute
+
+
+def test_a_known_good_set_gives_identical_records_three_times():
+    """No flakes, no false alarms: the healthy reference cells, each run by a fresh runner three times, give the same
+    records but for their timing."""
+    cells = [cell_of(b, a) for b, a in reference_cells() if not backends.get(b).missing]
+    runs = []
+    for _ in range(3):
+        runner = Runner(Options())
+        runs.append([{k: v for k, v in runner.run_cell(c).items() if k != "seconds"} for c in cells])
+    assert runs[0] == runs[1] == runs[2]
+    assert all(r["outcome"] == "equivalent" for r in runs[0]), [(r["id"], r["detail"]) for r in runs[0]]
