@@ -62,14 +62,14 @@ def test_cache_triage_names_the_cache_switch(monkeypatch):
     """Checkpointing also turns use_cache off in training. A model that computes otherwise with its cache (here a
     cache returning skewed keys; really: Zamba2's pad mask, Qwen3-VL's mask) trains differently though the
     recompute is exact; the triage's plain run with use_cache off trains as the checkpointed one and says so."""
-    from transformers import cache_utils
+    from transformers.cache_utils import DynamicCache
 
-    update = cache_utils.Cache.update
+    update = DynamicCache.update   # its own (4.48) or Cache's (4.57, 5.x)
 
     def skewed(self, key_states, value_states, *args, **kw):
         keys, values = update(self, key_states, value_states, *args, **kw)
         return keys * 1.5, values
-    monkeypatch.setattr(cache_utils.Cache, "update", skewed)
+    monkeypatch.setattr(DynamicCache, "update", skewed)
     r = run(arch=ArchSpec("llama", tasks=("causal_lm",)))
     assert r["outcome"] == "mismatch" and r["cache_switch"] is True, r["detail"]
     assert "cause: the cache switch" in r["detail"]
@@ -187,7 +187,9 @@ def test_the_float64_rerun_feeds_float_inputs_in_float64(monkeypatch):
     and leaves the float32 difference unsettled."""
     from harness.archs import archs_for
 
-    ts = archs_for("full")["time_series_transformer"]
+    ts = archs_for("full").get("time_series_transformer")
+    if ts is None:
+        pytest.skip("time_series_transformer is not in the zoo of this transformers (not surveyed on it)")
     monkeypatch.setattr(mu, "checkpoint", _float32_only)
     r = run(arch=ts, inputs=ts.inputs[0])
     assert r["outcome"] == "equivalent" and "the float64 rerun agrees" in r["detail"], r["detail"]
@@ -337,12 +339,18 @@ def test_saved_bytes_count_a_saved_tensor_freed_before_backward_and_its_successo
 def test_cache_triage_names_the_cache_switch_of_a_failure(monkeypatch):
     """The same for a failure: a layer that raises without its cache (NemotronH's no-cache kernel branch reads
     an attribute LN tuning's wrapper lacks) fails only when checkpointed, and also in a plain run without cache."""
+    import inspect
+
     from transformers.models.llama import modeling_llama
 
     forward = modeling_llama.LlamaDecoderLayer.forward
+    signature = inspect.signature(forward)
 
     def needs_cache(self, *args, **kw):
-        if self.training and kw.get("past_key_values") is None and kw.get("cache") is None:
+        given = signature.bind(self, *args, **kw).arguments   # positional under 4.48's checkpointing, else keywords
+        given.update(given.pop("kwargs", {}))
+        cache = [given.get(k) for k in ("past_key_value", "past_key_values", "cache")]   # 4.48, 4.57, 5.x
+        if self.training and not any(c is not None for c in cache):
             raise AttributeError("no cache: the other branch")
         return forward(self, *args, **kw)
     monkeypatch.setattr(modeling_llama.LlamaDecoderLayer, "forward", needs_cache)
@@ -363,8 +371,8 @@ def test_a_float64_rerun_whose_baseline_is_not_finite_settles_nothing():
 
     cell = Cell("full", "bert", "full", "non_reentrant", "masked", "gc_first", "seq_cls")
     nan = float("nan")
-    for float64_losses, says in [((nan, nan), "float64 rerun: unsettled, the plain run does not train in float64: non-finite baseline: "
-                                              "loss nan at step 0"),
+    for float64_losses, says in [((nan, nan), "float64 rerun: unsettled, the plain run does not train in float64: "
+                                              "non-finite baseline: loss nan at step 0"),
                                  ((1.0, nan), "float64 rerun: unsettled, its baseline is not finite from step 1 "
                                               "(loss nan at step 1)")]:
         runner = Runner(Options())

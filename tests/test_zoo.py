@@ -13,18 +13,43 @@ from harness.archs.zoo import shrunk_values
 from harness.train import transformers_model
 
 
+def zoo(model_type: str, backend: str = "full"):
+    """The zoo's spec of a model type, or a skip where the installed transformers does not cover it: it has no such
+    type, or the zoo was not surveyed on this release (the survey tables are of the releases in harness/tables/)."""
+    spec = archs_for(backend).get(model_type)
+    if spec is None:
+        import transformers
+
+        from harness.archs import zoo_survey
+
+        pytest.skip(f"{model_type} is not covered on transformers {transformers.__version__}: "
+                    f"{zoo_survey()[1].get(model_type, 'no such model type')}")
+    return spec
+
+
+def config_of(model_type: str):
+    """The default config of a model type, or a skip where the installed transformers has no such type."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    if model_type not in CONFIG_MAPPING_NAMES:
+        import transformers
+
+        pytest.skip(f"transformers {transformers.__version__} has no model type {model_type}")
+    return AutoConfig.for_model(model_type)
+
+
 def test_latent_attention_keeps_a_key_value_head_per_head_and_others_keep_grouped_query_attention():
-    mla = shrunk_values(AutoConfig.for_model("deepseek_v2"))    # 32 heads, 32 key/value heads by default
+    mla = shrunk_values(config_of("deepseek_v2"))    # 32 heads, 32 key/value heads by default
     assert mla["num_key_value_heads"] == mla["num_attention_heads"]
-    gqa = shrunk_values(AutoConfig.for_model("llama"))
+    gqa = shrunk_values(config_of("llama"))
     assert gqa.get("num_key_value_heads", 2) < gqa["num_attention_heads"]
 
 
 def test_expert_widths_are_16_byte_aligned_and_other_widths_stay_odd():
     """transformers 5 runs fused experts through grouped_mm, which needs 16-byte strides."""
-    assert shrunk_values(AutoConfig.for_model("mixtral"))["intermediate_size"] % 4 == 0
-    assert shrunk_values(AutoConfig.for_model("hunyuan_v1_moe"))["intermediate_size"] % 4 == 0   # 1 expert -> 4
-    assert shrunk_values(AutoConfig.for_model("llama"))["intermediate_size"] % 4 != 0   # odd on purpose
+    assert shrunk_values(config_of("mixtral"))["intermediate_size"] % 4 == 0
+    assert shrunk_values(config_of("hunyuan_v1_moe"))["intermediate_size"] % 4 == 0   # 1 expert -> 4
+    assert shrunk_values(config_of("llama"))["intermediate_size"] % 4 != 0   # odd on purpose
 
 
 @pytest.mark.skipif(backends.get("peft").missing is not None, reason="peft is not installed")
@@ -32,7 +57,7 @@ def test_a_batch_is_made_for_the_transformers_model_not_for_peft_s_wrapper():
     """PeftModel.forward(**kwargs) does not show decoder_input_ids: asked of the wrapper, an encoder-decoder's
     feature batch lacked them and every such plain run failed."""
     peft = backends.get("peft")
-    arch = archs_for("peft")["m2m_100"]
+    arch = zoo("m2m_100", "peft")
     model = build_model(arch, "feature")
     wrapped = peft.attach(build_model(arch, "feature"), arch, "feature", peft.methods["lora"])
     assert transformers_model(wrapped) is wrapped.get_base_model() and transformers_model(model) is model
@@ -172,7 +197,7 @@ def test_vlms_taking_several_images_per_sample_get_them_and_their_placeholders(a
     any-resolution tiles: a 4-D batch left them uncovered ('not enough values to unpack (expected 5, got 4)',
     'split_with_sizes expects split_sizes to sum exactly to 2'). Two images (tiles) per sample, one placeholder
     per feature row they give."""
-    spec = archs_for("full")[arch]
+    spec = zoo(arch)
     assert spec.feed == "vlm_tiles"
     task = spec.tasks[0]
     model = build_model(spec, task)
@@ -191,6 +216,7 @@ def test_a_vlm_s_image_text_to_text_head_stands_for_causal_lm_over_its_language_
     covered only by its classification heads. The image-text-to-text class is the causal LM of a VLM."""
     from harness.archs.zoo import heads_of
 
+    config_of("llama4")   # added in transformers 4.51
     assert heads_of("llama4")["causal_lm"] == "Llama4ForConditionalGeneration"
     assert heads_of("llava")["causal_lm"] == "LlavaForConditionalGeneration"   # no causal-LM mapping: as before
     assert heads_of("llama")["causal_lm"] == "LlamaForCausalLM"
@@ -202,7 +228,7 @@ def test_mllama_reads_a_tiled_image_through_more_than_one_cross_attention_layer(
     image token, tiles with an aspect-ratio id and a mask of real tiles (one sample one tile and a padding tile),
     and a cross-attention mask from the image token on; two cross-attention layers, because only a second one
     exposes the reentrant failure recorded for it (one trains)."""
-    spec = archs_for("full")["mllama"]
+    spec = zoo("mllama")
     assert spec.feed == "vlm_cross"
     model = build_model(spec, "causal_lm")
     assert len(model.config.text_config.cross_attention_layers) == 2
@@ -234,7 +260,7 @@ def test_audio_language_models_get_audio_features_and_their_placeholders(arch):
     model takes one, as many placeholders as the model's own audio features have rows; a causal-LM head."""
     if arch in ALMS_5 and arch not in archs_for("full"):
         pytest.skip(f"{arch} is a model type of transformers 5 only")
-    spec = archs_for("full")[arch]
+    spec = zoo(arch)
     assert spec.feed == "alm" and spec.tasks[0] == "causal_lm"
     model = build_model(spec, "causal_lm")
     batch = spec.make_batch("causal_lm", model, "padded", 0)
@@ -276,7 +302,7 @@ def test_a_vlm_with_a_native_resolution_tower_gets_patches_their_mask_and_grid()
     """LFM2-VL's SigLIP2 tower reads each image as patches with a mask and a (height, width) grid, which its
     get_image_features requires: the vlm feed gave it images (missing 2 required positional arguments). Its
     placeholders: one per 2 x 2 block of the 4 x 4 grid."""
-    spec = archs_for("full")["lfm2_vl"]
+    spec = zoo("lfm2_vl")
     model = build_model(spec, "causal_lm")
     batch = spec.make_batch("causal_lm", model, "padded", 0)
     assert batch["pixel_values"].shape[:2] == batch["pixel_attention_mask"].shape == (2, 16)
@@ -291,7 +317,7 @@ def test_a_vlm_with_a_native_resolution_tower_gets_patches_their_mask_and_grid()
 def _one_step(arch: str, task: str | None = None, inputs: str | None = None):
     """`arch`'s tiny model (full fine-tuning) for `task` (its primary task by default) and its batch (its first
     input variant by default), after one forward and backward seeded as the runner seeds a step."""
-    spec = archs_for("full")[arch]
+    spec = zoo(arch)
     task, inputs = task or spec.tasks[0], inputs or spec.inputs[0]
     model = build_model(spec, task)
     batch = spec.make_batch(task, model, inputs, 0)
@@ -351,6 +377,7 @@ def test_a_vision_tower_that_keeps_the_default_main_input_name_is_fed_pixels():
 
     from harness.archs.zoo import feed_of
 
+    config_of("smolvlm")   # added in transformers 4.50
     assert feed_of(transformers.Idefics3VisionTransformer, "feature") == ("pixels", "vision")
     assert feed_of(transformers.SmolVLMVisionTransformer, "feature") == ("pixels", "vision")
     assert feed_of(transformers.LlamaModel, "feature")[0] == "text"
@@ -366,7 +393,7 @@ def test_a_dropout_field_typed_int_keeps_its_default_and_the_others_are_on():
 
     from harness.archs.zoo import _typed_int
 
-    cfg = AutoConfig.for_model("mpt")
+    cfg = config_of("mpt")
     out = shrunk_values(cfg)
     typed = _typed_int(cfg.attn_config, "attn_pdrop")
     assert typed == (int(transformers.__version__.split(".")[0]) >= 5)
@@ -395,8 +422,8 @@ def test_a_placeholder_initializer_range_is_raised_so_that_the_tower_s_gradients
     """SAM's and BLIP-2's vision configs default to initializer_range 1e-10, a placeholder that checkpoints
     overwrite: a random tower's weights were ~1e-10, its gradients blown up to ~1e7 behind a LayerNorm (BLIP-2)
     or, for its relative-position tables, zero (SAM). The rule sets transformers' usual 0.02; ranges in use stay."""
-    assert shrunk_values(AutoConfig.for_model(arch))["vision_config.initializer_range"] == 0.02
-    assert "initializer_range" not in shrunk_values(AutoConfig.for_model("llama"))
+    assert shrunk_values(config_of(arch))["vision_config.initializer_range"] == 0.02
+    assert "initializer_range" not in shrunk_values(config_of("llama"))
     model, _ = _one_step(arch)
     tower = [p.grad.abs().max() for n, p in model.named_parameters() if "vision" in n and p.grad is not None]
     assert tower and 1e-6 < max(tower) < 1e3
@@ -408,7 +435,7 @@ def test_query_transformer_vlms_get_image_placeholders_for_their_queries(arch):
     image-token id is unset by default and their main input is pixel_values, so the rule fed pixels alone
     (KeyError: 'input_ids'). A placeholder per query output; InstructBLIP's Q-Former also reads an instruction;
     Kosmos-2 places the queries by a position mask."""
-    spec = archs_for("full")[arch]
+    spec = zoo(arch)
     assert spec.feed == "vlm"
     task = "causal_lm" if "causal_lm" in spec.tasks else spec.tasks[0]
     model = build_model(spec, task)
@@ -482,7 +509,7 @@ def test_a_float64_run_keeps_its_loss_in_float64():
     float64 both losses stay float64 (and the float32 run is left as it is)."""
     from harness.archs.losses import loss_of
 
-    spec = archs_for("full")["gpt2"]
+    spec = zoo("gpt2")
     for dtype in (torch.float32, torch.float64):
         torch.manual_seed(0)
         model = build_model(spec, "causal_lm", dtype).eval()   # no dropout: the two forwards agree
@@ -517,7 +544,7 @@ def test_the_feature_loss_sees_a_normalised_output():
 def test_mixture_of_experts_layers_run_their_experts_eagerly_in_float64():
     """transformers 5 runs experts through torch's grouped_mm, which has no float64 kernel: the float64 rerun of
     every MoE mismatch failed ('Expected mat_a to be Float32, BFloat16 or Float16 matrix, got Double')."""
-    spec = archs_for("full")["olmoe"]
+    spec = zoo("olmoe")
     torch.manual_seed(0)
     plain = build_model(spec, "causal_lm")
     if getattr(plain.config, "_experts_implementation", None) is None:
