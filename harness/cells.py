@@ -10,6 +10,7 @@ from . import AXES, backends
 from .archs import archs_for
 from .archs.base import INPUTS, ArchSpec
 from .backends.base import ORDERS
+from .train import RECIPES
 
 TIERS = ("default", "full")
 
@@ -25,16 +26,19 @@ class Cell:
     task: str
     primary_task: bool = True
     modality: str = "text"      # the arch's (text | vision | audio | multimodal): not part of the id, matchable
+    recipe: str = "loop"        # how it trains (harness.train.RECIPES); in the id unless the plain loop
 
     @property
     def id(self) -> str:
         base = f"{self.backend}-{self.arch}-{self.method}-{self.gc_mode}-{self.inputs}-{self.order}"
-        return base if self.primary_task else f"{base}-{self.task}"
+        base = base if self.primary_task else f"{base}-{self.task}"
+        return base if self.recipe == "loop" else f"{base}-{self.recipe}"
 
     @property
     def baseline_key(self) -> str:
         """Cells with equal keys share one baseline (and, under xdist, one worker)."""
-        return f"{self.backend}-{self.arch}-{self.method}-{self.inputs}-{self.task}"
+        key = f"{self.backend}-{self.arch}-{self.method}-{self.inputs}-{self.task}"
+        return key if self.recipe == "loop" else f"{key}-{self.recipe}"
 
     def fields(self) -> dict:
         d = asdict(self)
@@ -65,7 +69,7 @@ def valid_choices(backend_names: Iterable[str]) -> dict[str, list[str]]:
         gc_modes.update(dict.fromkeys(be.gc_modes))
     return {"backend": list(backends.BACKEND_NAMES), "arch": sorted(archs), "method": sorted(methods),
             "gc_mode": list(gc_modes), "inputs": list(INPUTS), "order": list(ORDERS), "task": sorted(tasks),
-            "tier": list(TIERS)}
+            "recipe": list(RECIPES), "tier": list(TIERS)}
 
 
 def check_values(axis: str, wanted: list[str] | None, valid: list[str]):
@@ -85,8 +89,9 @@ def _cells_of(backend: str, arch: ArchSpec, tasks: Iterable[str]) -> Iterator[Ce
             for inputs in arch.inputs:
                 for gc_mode in be.gc_modes:
                     for order in be.orders:
-                        yield Cell(backend, arch.name, method.name, gc_mode, inputs, order, task,
-                                   task == arch.primary_task, arch.modality)
+                        for recipe in RECIPES:
+                            yield Cell(backend, arch.name, method.name, gc_mode, inputs, order, task,
+                                       task == arch.primary_task, arch.modality, recipe)
 
 
 def full_product(backend: str, all_tasks: bool = True) -> list[Cell]:
@@ -108,7 +113,7 @@ def default_tier(backend: str) -> list[Cell]:
     chosen: dict[str, Cell] = {}
 
     def first(arch: ArchSpec, task: str, method: str | None = None, **fix) -> Cell | None:
-        want = dict(gc_mode=be.gc_modes[0], inputs=arch.inputs[0], order=be.orders[0])
+        want = dict(gc_mode=be.gc_modes[0], inputs=arch.inputs[0], order=be.orders[0], recipe="loop")
         want.update(fix)
         for c in _cells_of(backend, arch, [task]):
             if method and c.method != method:
@@ -135,7 +140,7 @@ def default_tier(backend: str) -> list[Cell]:
             if task not in seen_tasks:
                 add(first(arch, task, default_method) or first(arch, task))
                 seen_tasks.add(task)
-    for axis, values in (("gc_mode", be.gc_modes), ("inputs", INPUTS), ("order", be.orders)):
+    for axis, values in (("gc_mode", be.gc_modes), ("inputs", INPUTS), ("order", be.orders), ("recipe", RECIPES)):
         for value in values:                          # every axis value once, on the reference arch
             if not any(getattr(c, axis) == value for c in chosen.values()):
                 add(first(ref, ref.primary_task, default_method, **{axis: value}))
@@ -164,13 +169,13 @@ def key_in_shard(baseline_key: str, shard: tuple[int, int] | None) -> bool:
     return zlib.crc32(baseline_key.encode()) % n == k - 1
 
 
-def select(backend=None, arch=None, method=None, gc_mode=None, inputs=None, order=None, task=None,
+def select(backend=None, arch=None, method=None, gc_mode=None, inputs=None, order=None, task=None, recipe=None,
            tier: str = "full", available_only: bool = True, shard: str | None = None) -> list[Cell]:
     """Cells matching the comma-separated filters (one per AXES), and in shard ``K/N`` when given;
     SelectionError (one line) on unknown values."""
     part = parse_shard(shard)
     f = {k: split_values(v) for k, v in dict(backend=backend, arch=arch, method=method, gc_mode=gc_mode,
-                                         inputs=inputs, order=order, task=task).items()}
+                                         inputs=inputs, order=order, task=task, recipe=recipe).items()}
     if tier not in TIERS:
         raise SelectionError(f"unknown tier {tier!r}; valid: {', '.join(TIERS)}")
     check_values("backend", f["backend"], list(backends.BACKEND_NAMES))

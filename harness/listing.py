@@ -6,6 +6,7 @@ from .archs import archs_for, registry_not_in_transformers, zoo_survey
 from .archs.base import INPUTS
 from .cells import SelectionError, check_values, split_values
 from .expectations import EXPECTATIONS
+from .train import RECIPES
 
 
 def listing(backend: str | None = None) -> str:
@@ -16,6 +17,8 @@ def listing(backend: str | None = None) -> str:
         be = backends.get(b)
         out.append(f"== backend {b}" + (f": NOT AVAILABLE ({be.missing})" if be.missing else ""))
         out.append(f"  gc_modes: {', '.join(be.gc_modes)}; orders: {', '.join(be.orders)}; inputs: {', '.join(INPUTS)}")
+        out.append("  recipes (every cell trains each way):")
+        out.extend(f"    {name:<22} {what}" for name, what in RECIPES.items())
         archs = archs_for(b)
         out.append(f"  archs ({len(archs)}):")
         for a in archs.values():

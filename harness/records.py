@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 
-from . import AXES
+from . import AXES, AXIS_DEFAULTS
 from .cells import SelectionError
 from .versions import versions
 
@@ -34,7 +34,8 @@ def rejudge(record: dict) -> None:
     """Update a run's record with what the current expectations say of its outcome."""
     from .expectations import judge
 
-    record.update(judge({**{a: record[a] for a in AXES}, "modality": record.get("modality", "text")},
+    record.update(judge({**{a: record.get(a, AXIS_DEFAULTS.get(a)) for a in AXES},
+                         "modality": record.get("modality", "text")},
                         record["outcome"]))
 
 

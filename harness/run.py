@@ -75,7 +75,8 @@ class Runner:
         arch, be, method = resolve(cell, self.archs)
         return train(arch, cell.task, be, method,
                      inputs=cell.inputs, gc_mode=gc_mode, order=cell.order, steps=o.steps, seed=o.seed,
-                     lr=o.lr, dtype=o.dtype, device=o.device, timeout=o.timeout, cache=cache)
+                     lr=o.lr, dtype=o.dtype, device=o.device, timeout=o.timeout, cache=cache,
+                     training=cell.recipe)
 
     def plain(self, cell) -> Trace:
         """One plain (not checkpointed) training run of the cell, trained as its baseline is."""

@@ -24,6 +24,14 @@ from .outcomes import Outcome
 from .trace import Trace
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
+# the ways of training a cell (its `recipe` axis): what a step does around its forward and backward
+RECIPES = {
+    "loop": "one forward and one backward per optimizer step, a plain loop",
+    "accumulate": "gradient accumulation: 2 micro-batches per optimizer step, each loss / 2 and its own backward",
+    "eval_between": "between optimizer steps a forward under torch.no_grad() in eval mode and one in train mode "
+                    "(evaluation, generate-in-the-loop), outputs discarded",
+}
+MICRO_BATCHES = {"accumulate": 2}
 
 
 class CellTimeout(Exception):
@@ -178,9 +186,10 @@ class CellRecipe:
 
     def __init__(self, arch: ArchSpec, task: str, backend: Backend, method: MethodSpec, inputs: str,
                  gc_mode: str | None, dtype: str = "float32", device: str = "cpu", seed: int = 0,
-                 cache: bool = True):
+                 cache: bool = True, training: str = "loop"):
         self.arch, self.task, self.backend, self.method, self.inputs = arch, task, backend, method, inputs
         self.gc_mode, self.dtype, self.device, self.seed, self.cache = gc_mode, dtype, device, seed, cache
+        self.training = training   # a key of RECIPES
         self.cache_off = 0
 
     def build(self):
@@ -230,10 +239,11 @@ def transformers_model(model):
 def train(arch: ArchSpec, task: str, backend: Backend, method: MethodSpec, *, inputs: str = "masked",
           gc_mode: str | None = None, order: str = "gc_first", steps: int = 3, seed: int = 0,
           lr: float = 0.1, dtype: str = "float32", device: str = "cpu", timeout: float | None = None,
-          cache: bool = True) -> Trace:
+          cache: bool = True, training: str = "loop") -> Trace:
     """Train one run. gc_mode None is the plain baseline; otherwise checkpointing is enabled in `order`.
-    `cache` False: with use_cache switched off in the model's configs, as checkpointing does (the cache triage)."""
-    recipe = CellRecipe(arch, task, backend, method, inputs, gc_mode, dtype, device, seed, cache)
+    `cache` False: with use_cache switched off in the model's configs, as checkpointing does (the cache triage).
+    `training`: the recipe, a key of RECIPES."""
+    recipe = CellRecipe(arch, task, backend, method, inputs, gc_mode, dtype, device, seed, cache, training)
     return train_recipe(recipe, gc=gc_mode is not None, order=order, steps=steps, seed=seed, lr=lr, timeout=timeout)
 
 
@@ -256,8 +266,9 @@ def default_float(dtype: str):
 
 
 def train_recipe(recipe, gc: bool, order: str, steps: int, seed: int, lr: float, timeout: float | None) -> Trace:
-    """Train one run of `recipe` (build, enable_gc, attach, batch, loss, is_unsupported, and `dtype`: the name of
-    the dtype it trains in), capturing its Trace. Shared verbatim with repro scripts."""
+    """Train one run of `recipe` (build, enable_gc, attach, batch, loss, is_unsupported, `dtype`: the name of the
+    dtype it trains in, and `training`: how a step trains, a key of RECIPES), capturing its Trace. Shared verbatim
+    with repro scripts."""
     trace = Trace()
     t0 = time.perf_counter()
     stage = "build"
@@ -283,28 +294,46 @@ def train_recipe(recipe, gc: bool, order: str, steps: int, seed: int, lr: float,
             trace.trainable = [n for n, _ in named]
             opt = torch.optim.SGD([p for _, p in named], lr=lr) if named else None
             holders = {id(m) for m in model.modules() if any(p.requires_grad for p in m.parameters(recurse=False))}
+            micro = MICRO_BATCHES.get(recipe.training, 1)
             for step in range(steps):
-                batch = recipe.batch(model, step)
-                # dropout masks (and numpy/python draws, e.g. SpecAugment): the same stream in both runs
-                torch.manual_seed(seed + 100 + step)
-                np.random.seed(seed + 100 + step)
-                random.seed(seed + 100 + step)
-                probe.step(model)
-                with probe.saving():
-                    loss = recipe.loss(model(**batch))
-                trace.losses.append(float(loss.detach().float()))
-                if not loss.requires_grad and not holders & probe.called:
-                    # no module holding a trainable tensor ran (LayerDrop dropped every adapted layer): a step
-                    # with nothing to train, in either run; a checkpointed forward that ran them and lost the
-                    # graph still raises in backward below
+                losses, trained = [], False
+                for k in range(step * micro, (step + 1) * micro):   # the step's micro-batches (one: a plain loop)
+                    batch = recipe.batch(model, k)
+                    # dropout masks (and numpy/python draws, e.g. SpecAugment): the same stream in both runs
+                    torch.manual_seed(seed + 100 + k)
+                    np.random.seed(seed + 100 + k)
+                    random.seed(seed + 100 + k)
+                    probe.step(model)
+                    with probe.saving():
+                        loss = recipe.loss(model(**batch))
+                        if micro > 1:
+                            loss = loss / micro
+                    losses.append(float(loss.detach().float()))
+                    if not loss.requires_grad and not holders & probe.called:
+                        # no module holding a trainable tensor ran (LayerDrop dropped every adapted layer): a
+                        # forward with nothing to train, in either run; a checkpointed forward that ran them and
+                        # lost the graph still raises in backward below
+                        continue
+                    trained = True
+                    with probe.backward():
+                        loss.backward()
+                trace.losses.append(losses[0] if micro == 1 else sum(losses))
+                if not trained:
                     trace.grads.append({n: None for n, _ in named})
                     continue
-                with probe.backward():
-                    loss.backward()
                 trace.grads.append({n: (None if p.grad is None else _snapshot(p.grad)) for n, p in named})
                 if opt is not None:
                     opt.step()
                     opt.zero_grad(set_to_none=True)
+                if recipe.training == "eval_between" and step < steps - 1:
+                    # what an evaluation loop or generate-in-the-loop does between steps; outputs discarded
+                    batch = recipe.batch(model, step)
+                    torch.manual_seed(seed + 200 + step)
+                    with torch.no_grad():
+                        model.eval()
+                        model(**batch)
+                        model.train()
+                        model(**batch)
             memo = {}
             trace.state = {k: _snapshot(v, memo) for k, v in model.state_dict().items()}
         except Exception as exc:  # noqa: BLE001 - a crashing cell is that cell's outcome

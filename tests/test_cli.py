@@ -42,6 +42,7 @@ def run_cli(*args):
     (["--inputs", "masked,x"], "unknown inputs 'x'"),
     (["--order", "later"], "unknown order 'later'"),
     (["--task", "translation"], "unknown task 'translation'; valid: "),
+    (["--recipe", "adam"], "unknown recipe 'adam'; valid: loop, accumulate, eval_between"),
     (["--tier", "huge"], "unknown tier 'huge'"),
     (["--dtype", "float8"], "unknown dtype 'float8'"),
     (["--shard", "3/2"], "bad shard '3/2'; valid: K/N"),
@@ -64,6 +65,27 @@ def test_shards_partition_the_selection_and_keep_baselines_together():
     assert all(parts), f"three shards of {len(everything)} cells: none should be empty"
     owner = {c.baseline_key: k for k, part in enumerate(parts) for c in part}
     assert all(owner[c.baseline_key] == k for k, part in enumerate(parts) for c in part)
+
+
+def test_a_recipe_other_than_the_plain_loop_ends_the_cell_id_and_has_its_own_baseline():
+    """Today's ids do not change: the plain loop is the default recipe and is not in the id."""
+    cells = {c.recipe: c for c in select("full", "bert", gc_mode="reentrant", inputs="masked", order="gc_first",
+                                         task="seq_cls")}
+    assert set(cells) == {"loop", "accumulate", "eval_between"}
+    assert cells["loop"].id == "full-bert-full-reentrant-masked-gc_first"
+    assert cells["accumulate"].id == "full-bert-full-reentrant-masked-gc_first-accumulate"
+    assert len({c.baseline_key for c in cells.values()}) == 3
+    assert find(cells["eval_between"].id) == cells["eval_between"]
+    assert {c.recipe for c in select("full", "bert", recipe="accumulate")} == {"accumulate"}
+
+
+def test_a_record_made_before_the_recipe_axis_is_judged_as_the_plain_loop():
+    from harness.records import rejudge
+
+    record = {"backend": "adapters", "arch": "bert", "method": "lora", "gc_mode": "reentrant", "inputs": "masked",
+              "order": "gc_first", "task": "seq_cls", "outcome": "unsupported"}
+    rejudge(record)
+    assert record["matches"] == (not backends.get("adapters").missing)
 
 
 def test_the_task_filter_selects_by_task():
@@ -307,7 +329,8 @@ def test_matrix_runs_a_parts_out_of_memory_cells_again_in_a_fresh_process(tmp_pa
     """tools/matrix.py: a cell whose run, baseline or replay ran out of memory when its part ended (the cap
     exhausted with what the part's process held before: 5.24.0's Phi-4-MM + FRoD replays) runs again once, in a
     process of its own; the part's other cells are kept as they were."""
-    cells = select(backend="full", arch="bert", task="seq_cls", tier="full", gc_mode="reentrant", order="gc_first")
+    cells = select(backend="full", arch="bert", task="seq_cls", tier="full", gc_mode="reentrant", order="gc_first",
+                   recipe="loop")
     starved = {cells[0].id: "baseline replay ran out of memory (DefaultCPUAllocator: can't allocate memory: you "
                             "tried to allocate 1677557760 bytes); run the cell alone to tell",
                cells[1].id: "candidate train: MemoryError"}
@@ -320,7 +343,7 @@ def test_matrix_runs_a_parts_out_of_memory_cells_again_in_a_fresh_process(tmp_pa
                                 "options": {"steps": 3, "dtype": "float32", "device": "cpu"}, "cells": records}))
     done = subprocess.run([sys.executable, "tools/matrix.py", "--backend", "full", "--parts", "1", "--out",
                            str(out), "--refresh", "--", "--arch", "bert", "--task", "seq_cls", "--gc-mode",
-                           "reentrant", "--order", "gc_first"],
+                           "reentrant", "--order", "gc_first", "--recipe", "loop"],
                           capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=600)
     assert "part 1/1: 2 cells ran out of memory, run again in a fresh process: 2 ran, 0 ran out of memory again" \
         in done.stdout, done.stdout + done.stderr

@@ -165,3 +165,78 @@ def test_a_known_good_set_gives_identical_records_three_times():
         runs.append([{k: v for k, v in runner.run_cell(c).items() if k != "seconds"} for c in cells])
     assert runs[0] == runs[1] == runs[2]
     assert all(r["outcome"] == "equivalent" for r in runs[0]), [(r["id"], r["detail"]) for r in runs[0]]
+
+
+# ---------------------------------------------------------------------------------------------
+# Recipes: every way of training catches a fault, and the faults only a recipe exposes are caught by it alone.
+def recipe_cell(backend: str, recipe: str) -> Cell:
+    return Cell(backend, "bert", METHOD[backend], "non_reentrant", "masked", "gc_first", "seq_cls", recipe=recipe)
+
+
+def segment_module(fn):
+    """The layer a transformers checkpoint call recomputes: its bound __call__ (4.48), a partial of it (4.57), or a
+    partial of its class's forward with the layer as first argument (5.x)."""
+    for f in (fn, getattr(fn, "func", None)):
+        module = getattr(f, "__self__", None)
+        if isinstance(module, torch.nn.Module):
+            return module
+    first = (getattr(fn, "args", None) or (None,))[0]
+    if isinstance(first, torch.nn.Module):
+        return first
+    raise AssertionError(f"no module behind {fn!r}")
+
+
+def zeroes_accumulated_gradients(fn, *a, **kw):
+    """A recompute that starts by zeroing its layer's gradients: harmless when each backward starts from none (a
+    plain loop), it drops the micro-batches accumulated before it."""
+    def again(*x, **k):
+        if in_recompute():
+            for p in segment_module(fn).parameters():
+                if p.grad is not None:
+                    p.grad.zero_()
+        return fn(*x, **k)
+    return real_checkpoint(again, *a, **kw)
+
+
+SWITCHED_TO_EVAL: list[str] = []
+
+
+def leaves_its_layer_in_eval_mode(fn, *a, **kw):
+    """A checkpoint that, called under torch.no_grad() (an evaluation forward), switches its layer to eval mode for
+    good: training then goes on without that layer's dropout. A plain loop never calls it so."""
+    if not torch.is_grad_enabled() and not in_recompute():
+        SWITCHED_TO_EVAL.append(type(segment_module(fn)).__name__)
+        segment_module(fn).eval()
+    return real_checkpoint(fn, *a, **kw)
+
+
+@pytest.mark.parametrize("fault", ["rng_not_restored", "recompute_inputs_1e-4"])
+@pytest.mark.parametrize("recipe", ["loop", "accumulate", "eval_between"])
+@pytest.mark.parametrize("backend", backends.BACKEND_NAMES)
+def test_every_recipe_catches_faults_of_the_checkpoint_machinery(monkeypatch, backend, recipe, fault):
+    if backends.get(backend).missing:
+        pytest.skip(backends.get(backend).missing)
+    install(monkeypatch, FAULTS[fault][0])
+    r = Runner(Options()).run_cell(recipe_cell(backend, recipe))
+    assert r["outcome"] == "mismatch", r["detail"]
+
+
+@pytest.mark.parametrize("recipe, fault, outcome", [
+    ("loop", zeroes_accumulated_gradients, "equivalent"),
+    ("accumulate", zeroes_accumulated_gradients, "mismatch"),
+    ("loop", leaves_its_layer_in_eval_mode, "equivalent"),
+    ("eval_between", leaves_its_layer_in_eval_mode, "mismatch"),
+])
+@pytest.mark.parametrize("backend", ["peft", "full"])
+def test_a_fault_only_a_recipe_exposes_is_caught_by_that_recipe(monkeypatch, backend, recipe, fault, outcome):
+    if backends.get(backend).missing:
+        pytest.skip(backends.get(backend).missing)
+    install(monkeypatch, fault)
+    SWITCHED_TO_EVAL.clear()
+    r = Runner(Options()).run_cell(recipe_cell(backend, recipe))
+    if recipe == "eval_between" and fault is leaves_its_layer_in_eval_mode and not SWITCHED_TO_EVAL:
+        import transformers
+
+        pytest.skip(f"transformers {transformers.__version__} does not checkpoint under torch.no_grad(): this fault "
+                    "cannot arise there")
+    assert r["outcome"] == outcome, r["detail"]

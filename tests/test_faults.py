@@ -214,6 +214,7 @@ class _DroppableRecipe:
     """A frozen encoder whose one trainable layer LayerDrop skips at step 1; checkpointed reentrantly (the
     input does not require grad, so a reentrant checkpoint that ran the layer loses the graph)."""
     dtype = "float32"
+    training = "loop"
 
     class Model(torch.nn.Module):
         def __init__(self):
