@@ -89,9 +89,9 @@ def no_recompute(fn, *a, **kw):   # kw are checkpoint's own options (use_reentra
     return fn(*a)
 
 
-# fault -> (checkpoint function, the outcomes that name it)
+# fault -> (checkpoint function, the outcomes that name it); the healthy checkpoint on the same cells is the
+# known-good set below
 FAULTS = {
-    "none": (real_checkpoint, ("equivalent",)),
     "rng_not_restored": (rng_not_restored, ("mismatch",)),
     "recompute_inputs_1e-3": (recompute_inputs(1e-3), ("mismatch",)),
     "recompute_inputs_1e-4": (recompute_inputs(1e-4), ("mismatch",)),
@@ -211,7 +211,7 @@ def leaves_its_layer_in_eval_mode(fn, *a, **kw):
 
 
 @pytest.mark.parametrize("fault", ["rng_not_restored", "recompute_inputs_1e-4"])
-@pytest.mark.parametrize("recipe", ["loop", "accumulate", "eval_between"])
+@pytest.mark.parametrize("recipe", ["accumulate", "eval_between"])   # the plain loop: the suite above
 @pytest.mark.parametrize("backend", backends.BACKEND_NAMES)
 def test_every_recipe_catches_faults_of_the_checkpoint_machinery(monkeypatch, backend, recipe, fault):
     if backends.get(backend).missing:
