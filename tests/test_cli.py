@@ -283,7 +283,7 @@ def cell_record(cell, outcome: str, detail: str) -> dict:
 def test_matrix_rerun_and_refresh_run_just_the_cells_that_changed_or_are_new(tmp_path):
     """tools/matrix.py --rerun: after a change that alters some cells' results, those cells (and only they)
     are dropped from the finished parts and run again; the rest of the part is kept as it was."""
-    cells = select(backend="full", arch="bert", task="seq_cls", tier="full")
+    cells = select(backend="full", arch="bert", task="seq_cls", tier="full", recipe="loop")
     stale = [cell_record(c, "mismatch", "old") for c in cells]
     out = tmp_path / "runs"
     out.mkdir()
@@ -294,11 +294,11 @@ def test_matrix_rerun_and_refresh_run_just_the_cells_that_changed_or_are_new(tmp
     bad = subprocess.run([*matrix, "--rerun", "colour=red"], capture_output=True, text=True, env=ENV, cwd=ROOT)
     assert bad.returncode != 0 and bad.stderr.strip().splitlines() == [
         "error: --rerun 'colour=red': expected KEY=V1,V2 or KEY~TEXT with KEY one of id, backend, arch, method, "
-        "gc_mode, inputs, order, task, modality, outcome, expected, matches, detail"]
+        "gc_mode, inputs, order, task, recipe, modality, outcome, expected, matches, detail"]
     # KEY=V: the field is V; KEY~T: it contains T (the stale details are "old")
     done = subprocess.run([*matrix, "--rerun", "gc_mode=reentrant", "--rerun", "outcome=mismatch", "--rerun",
                            "detail~xyz,OL", "--",
-                           "--arch", "bert", "--task", "seq_cls"],
+                           "--arch", "bert", "--task", "seq_cls", "--recipe", "loop"],
                           capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=600)
     n_reentrant = sum(c.gc_mode == "reentrant" for c in cells)
     assert 0 < n_reentrant < len(cells)
@@ -313,7 +313,8 @@ def test_matrix_rerun_and_refresh_run_just_the_cells_that_changed_or_are_new(tmp
     # --refresh: a complete part that lacks cells of its shard (types newly covered) gets them, keeping the rest
     part.write_text(json.dumps({**data, "cells": list(rerun.values())}))
     ledger = tmp_path / "ledger.json"
-    fresh = subprocess.run([*matrix, "--refresh", "--ledger", str(ledger), "--", "--arch", "bert", "--task", "seq_cls"],
+    fresh = subprocess.run([*matrix, "--refresh", "--ledger", str(ledger), "--", "--arch", "bert", "--task", "seq_cls",
+                            "--recipe", "loop"],
                            capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=600)
     data = json.loads(part.read_text())
     assert data["complete"] and sorted(r["id"] for r in data["cells"]) == sorted(c.id for c in cells), fresh.stdout

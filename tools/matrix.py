@@ -44,6 +44,8 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from harness import AXIS_DEFAULTS  # noqa: E402  (the package's light top level: no torch)
+
 # the README tables' column order; an outcome not listed here (a new one) still gets its column
 SHOWN = ("equivalent", "missing_grad", "gc_error", "error", "unsupported", "not_checkpointed", "mismatch")
 
@@ -60,8 +62,8 @@ def parts(spec: str | None, n: int) -> list[int]:
     return out
 
 
-RERUN_KEYS = ("id", "backend", "arch", "method", "gc_mode", "inputs", "order", "task", "modality", "outcome",
-              "expected", "matches", "detail")
+RERUN_KEYS = ("id", "backend", "arch", "method", "gc_mode", "inputs", "order", "task", "recipe", "modality",
+              "outcome", "expected", "matches", "detail")
 
 
 def rerun_filter(specs: list[str]) -> list[tuple[str, str, set[str]]]:
@@ -80,7 +82,7 @@ def rerun_filter(specs: list[str]) -> list[tuple[str, str, set[str]]]:
 
 def _matches(cell: dict, wanted: list[tuple[str, str, set[str]]]) -> bool:
     def one(key, op, values):
-        field = str(cell.get(key)).lower()
+        field = str(cell.get(key, AXIS_DEFAULTS.get(key))).lower()   # a record made before an axis: its default
         return field in values if op == "=" else any(v in field for v in values)
     return all(one(*w) for w in wanted)
 
