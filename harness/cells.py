@@ -80,7 +80,7 @@ def check_values(axis: str, wanted: list[str] | None, valid: list[str]):
         raise SelectionError(f"unknown {axis} {', '.join(map(repr, bad))}; valid: {', '.join(valid)}")
 
 
-def _cells_of(backend: str, arch: ArchSpec, tasks: Iterable[str]) -> Iterator[Cell]:
+def _cells_of(backend: str, arch: ArchSpec, tasks: Iterable[str], recipes: Iterable[str] = RECIPES) -> Iterator[Cell]:
     be = backends.get(backend)
     for task in tasks:
         for method in be.methods.values():
@@ -89,15 +89,18 @@ def _cells_of(backend: str, arch: ArchSpec, tasks: Iterable[str]) -> Iterator[Ce
             for inputs in arch.inputs:
                 for gc_mode in be.gc_modes:
                     for order in be.orders:
-                        for recipe in RECIPES:
+                        for recipe in recipes:
                             yield Cell(backend, arch.name, method.name, gc_mode, inputs, order, task,
                                        task == arch.primary_task, arch.modality, recipe)
 
 
-def full_product(backend: str, all_tasks: bool = True) -> list[Cell]:
+def full_product(backend: str, all_tasks: bool = True, archs: Iterable[str] | None = None,
+                 recipes: Iterable[str] | None = None) -> list[Cell]:
+    """Every cell of `backend`; with `archs` / `recipes`, only those archs' / recipes' cells (in the same order)."""
     out = []
     for arch in archs_for(backend).values():
-        out.extend(_cells_of(backend, arch, arch.tasks if all_tasks else arch.tasks[:1]))
+        if archs is None or arch.name in archs:
+            out.extend(_cells_of(backend, arch, arch.tasks if all_tasks else arch.tasks[:1], recipes or RECIPES))
     return out
 
 
@@ -115,7 +118,7 @@ def default_tier(backend: str) -> list[Cell]:
     def first(arch: ArchSpec, task: str, method: str | None = None, **fix) -> Cell | None:
         want = dict(gc_mode=be.gc_modes[0], inputs=arch.inputs[0], order=be.orders[0], recipe="loop")
         want.update(fix)
-        for c in _cells_of(backend, arch, [task]):
+        for c in _cells_of(backend, arch, [task], [want["recipe"]]):
             if method and c.method != method:
                 continue
             if all(getattr(c, k) == v for k, v in want.items()):
@@ -187,7 +190,7 @@ def select(backend=None, arch=None, method=None, gc_mode=None, inputs=None, orde
     for b in names:
         if available_only and backends.get(b).missing:
             continue
-        pool = default_tier(b) if tier == "default" else full_product(b)
+        pool = default_tier(b) if tier == "default" else full_product(b, archs=f["arch"], recipes=f["recipe"])
         cells.extend(c for c in pool if all(f[a] is None or getattr(c, a) in f[a] for a in AXES)
                      and in_shard(c, part))
     return cells
