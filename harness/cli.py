@@ -15,10 +15,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 
-def _selected(args, tier: str) -> list:
+def _selected(args, tier: str, **fixed) -> list:
+    """The cells of the command's filters (an axis it has no filter for: all values, or `fixed`)."""
     from .cells import AXES, select
 
-    return select(**{a: getattr(args, a) for a in AXES}, tier=tier, shard=args.shard)
+    return select(**{**{a: getattr(args, a, None) for a in AXES}, **fixed}, tier=tier, shard=args.shard)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -149,10 +150,10 @@ def _calibrate(args) -> int:
         return 0
     _check_memory_and_json(args)
     # the tables say which plain runs fail, per (arch, method, inputs, task): measured on the plain loop
-    cells = [c for c in _selected(args, "full") if c.recipe == "loop"]
+    cells = _selected(args, "full", recipe="loop")
     if not cells:
         raise SelectionError("the filters select no cell; see `python -m harness list`")
-    filters = {a: getattr(args, a) for a in AXES if a != "backend" and getattr(args, a)}
+    filters = {a: getattr(args, a) for a in AXES if a != "backend" and getattr(args, a, None)}
     selection = {"backends": sorted({c.backend for c in cells}), "shard": parse_shard(args.shard),
                  "filters": filters}
     cap_memory(args.memory_gb)
@@ -244,8 +245,9 @@ def _check_memory_and_json(args) -> None:
     from .cells import SelectionError
     from .options import check_memory_gb
 
-    if check_memory_gb(args.memory_gb):
-        raise SelectionError(check_memory_gb(args.memory_gb))
+    complaint = check_memory_gb(args.memory_gb)
+    if complaint:
+        raise SelectionError(complaint)
     folder = os.path.dirname(os.path.abspath(args.json)) if args.json else None
     if folder and not os.path.isdir(folder):
         raise SelectionError(f"--json {args.json!r}: folder {folder!r} does not exist")

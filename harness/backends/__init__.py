@@ -8,8 +8,8 @@ from .base import GC_MODES, ORDERS, Backend, MethodSpec  # noqa: F401
 BACKEND_NAMES = ("adapters", "peft", "full")
 
 
-@lru_cache(maxsize=None)
-def get(name: str) -> Backend:
+def _module(name: str):
+    """The module of backend `name`: its METHODS and make(); importing it imports no library."""
     if name == "adapters":
         from . import adapters as mod
     elif name == "full":
@@ -18,16 +18,19 @@ def get(name: str) -> Backend:
         from . import peft as mod
     else:
         raise KeyError(name)
-    return mod.make()
+    return mod
+
+
+@lru_cache(maxsize=None)
+def get(name: str) -> Backend:
+    return _module(name).make()
 
 
 @lru_cache(maxsize=None)
 def method_traits(backend: str, method: str) -> frozenset[str]:
     """The traits of a backend's method (MethodSpec.traits), read from its module's METHODS without importing the
     library; empty for an unknown backend or method."""
-    import importlib
-
     if backend not in BACKEND_NAMES:
         return frozenset()
-    spec = importlib.import_module(f"{__name__}.{backend}").METHODS.get(method)
+    spec = _module(backend).METHODS.get(method)
     return spec.traits if spec else frozenset()
