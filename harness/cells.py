@@ -8,9 +8,9 @@ from typing import Iterable, Iterator
 
 from . import AXES, backends
 from .archs import archs_for
-from .archs.base import INPUTS, ArchSpec
+from .archs.base import INPUTS, ArchSpec, routes_experts
 from .backends.base import ORDERS
-from .train import RECIPES
+from .train import RECIPES, recipe_applies
 
 TIERS = ("default", "full")
 
@@ -90,6 +90,8 @@ def _cells_of(backend: str, arch: ArchSpec, tasks: Iterable[str], recipes: Itera
                 for gc_mode in be.gc_modes:
                     for order in be.orders:
                         for recipe in recipes:
+                            if recipe_applies(recipe, be, gc_mode, order) is not None:
+                                continue
                             yield Cell(backend, arch.name, method.name, gc_mode, inputs, order, task,
                                        task == arch.primary_task, arch.modality, recipe)
 
@@ -106,7 +108,8 @@ def full_product(backend: str, all_tasks: bool = True, archs: Iterable[str] | No
 
 def default_tier(backend: str) -> list[Cell]:
     """A covering set on cheap cells: every arch once (its primary task and the backend's default
-    method), every method once (on the reference arch), every task once, every axis value once."""
+    method), every method once (on the reference arch), every task once, the aux_outputs recipe on every
+    mixture-of-experts model of the zoo, every axis value once."""
     be = backends.get(backend)
     archs = archs_for(backend)
     if not archs:
@@ -143,10 +146,17 @@ def default_tier(backend: str) -> list[Cell]:
             if task not in seen_tasks:
                 add(first(arch, task, default_method) or first(arch, task))
                 seen_tasks.add(task)
+    if be.name != "adapters":                         # aux_outputs on every mixture-of-experts model of the zoo
+        for arch in archs.values():
+            if routes_experts(arch):
+                add(first(arch, arch.primary_task, default_method, recipe="aux_outputs")
+                    or first(arch, arch.primary_task, recipe="aux_outputs"))
     for axis, values in (("gc_mode", be.gc_modes), ("inputs", INPUTS), ("order", be.orders), ("recipe", RECIPES)):
         for value in values:                          # every axis value once, on the reference arch
             if not any(getattr(c, axis) == value for c in chosen.values()):
-                add(first(ref, ref.primary_task, default_method, **{axis: value}))
+                # a recipe in the first order it applies in (Trainer checkpoints after the adapter)
+                add(next(filter(None, (first(ref, ref.primary_task, default_method, **{axis: value, "order": o})
+                                       for o in ([be.orders[0]] if axis == "order" else be.orders))), None))
     return sorted(chosen.values(), key=lambda c: (c.baseline_key, c.id))
 
 

@@ -6,7 +6,7 @@ from .archs import archs_for, registry_not_in_transformers, zoo_survey
 from .archs.base import INPUTS
 from .cells import SelectionError, check_values, split_values
 from .expectations import EXPECTATIONS
-from .train import RECIPES
+from .train import RECIPES, recipe_applies
 
 
 def listing(backend: str | None = None) -> str:
@@ -17,8 +17,11 @@ def listing(backend: str | None = None) -> str:
         be = backends.get(b)
         out.append(f"== backend {b}" + (f": NOT AVAILABLE ({be.missing})" if be.missing else ""))
         out.append(f"  gc_modes: {', '.join(be.gc_modes)}; orders: {', '.join(be.orders)}; inputs: {', '.join(INPUTS)}")
-        out.append("  recipes (every cell trains each way):")
-        out.extend(f"    {name:<22} {what}" for name, what in RECIPES.items())
+        out.append("  recipes (every cell trains each way it can):")
+        for name, what in RECIPES.items():
+            out.append(f"    {name:<22} {what}")
+            why = sorted({r for g in be.gc_modes for o in be.orders if (r := recipe_applies(name, be, g, o))})
+            out.extend(f"        not applicable: {r}" for r in why)
         archs = archs_for(b)
         out.append(f"  archs ({len(archs)}):")
         for a in archs.values():

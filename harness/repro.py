@@ -98,11 +98,13 @@ def script(cell_id: str, options: run.Options | None = None, with_outcome: bool 
         header = f"harness outcome at generation: {r['outcome']} (expected {r['expected']}): {r['detail']}"
     from_harness = "\n\n".join(_strip_imports(inspect.getsource(m)) for m in (outcomes, trace, compare))
     loop = (f"RUNAWAY_FACTOR = {train.RUNAWAY_FACTOR}\nPROJECTION_SEED = {PROJECTION_SEED}\n"
-            f"MICRO_BATCHES = {train.MICRO_BATCHES!r}\n\n\n") + "\n\n".join(
+            f"MICRO_BATCHES = {train.MICRO_BATCHES!r}\nADAPTERS = {train.ADAPTERS!r}\n"
+            f"AUX_FORWARD = {train.AUX_FORWARD!r}\nAUX_KEYS = re.compile({train.AUX_KEYS.pattern!r})\n\n\n") + "\n\n".join(
         _strip_imports(inspect.getsource(obj)) for obj in (
         train.CellTimeout, train.time_limit, train._raise_timeout, train.RunawayRecompute, train.Probe, train._snapshot,
-        train._one_line, train.default_float, train.train_recipe, train.cache_asked, train.cache_cause,
-        train.cast_inputs,
+        train._one_line, train.default_float, train.train_recipe, train.trainable, train.train_loop,
+        train.train_by_trainer, train.autocast, train.judged_dtype, train.aux_outputs_on, train.NoAuxOutputs,
+        train.aux_refused, train.aux_loss, train.cache_asked, train.cache_cause, train.cast_inputs,
         all_outputs_loss, projected, upcast, to_dtype, KeepFloat64, declared_float32, cache_off))
     return TEMPLATE.format(
         cell_id=cell.id, versions=versions(), header=textwrap.fill(header, 96, subsequent_indent="    "),
@@ -112,6 +114,10 @@ def script(cell_id: str, options: run.Options | None = None, with_outcome: bool 
         imports=rep["imports"], model_cls=type(model).__name__, config_cls=type(cfg).__name__,
         config=repr(_jsonable(diff)), method_config=repr(_jsonable(rep["config"])),
         setup=textwrap.indent(rep["setup"], " " * 8), attach=textwrap.indent(rep["attach"], " " * 8),
+        second=textwrap.indent(rep.get("second", "raise NotImplementedError('one adapter only')"), " " * 12),
+        activate=textwrap.indent(rep.get("activate", "raise NotImplementedError('one adapter only')"), " " * 8),
+        trainer=rep.get("trainer", "transformers.Trainer"),
+        config_kwargs={"attn_implementation": "eager"} if cell.recipe == "aux_outputs" else {},
         unsupported=repr(be.unsupported_patterns + backends.base.COMMON_UNSUPPORTED),
         batches=_batches_source(arch, cell.task, model, cell.inputs,
                                 o.steps * train.MICRO_BATCHES.get(cell.recipe, 1), o.seed),
@@ -155,6 +161,7 @@ import random
 import re
 import signal
 import sys
+import tempfile
 import time
 import warnings
 import enum
@@ -168,6 +175,7 @@ import transformers
 
 ORDER = "{order}"
 STEPS, SEED, LR, DTYPE, TIMEOUT = {steps}, {seed}, {lr}, "{dtype}", {timeout}
+TRAINING = "{recipe}"   # how a step trains: {recipe_doc}
 GC_KWARGS = {{"use_reentrant": {reentrant}}}
 GC_EXTRA = {gc_extra}   # more arguments of transformers 5's activation_checkpointing_enable (every_n_layers, offload)
 CACHE = True   # False: use_cache switched off in the plain run, as checkpointing does (the cache triage)
@@ -190,7 +198,7 @@ def exact(shape, dtype, data):
 def make_config():
     """The class's default config with the tiny values set on it (as the harness builds it)."""
     try:
-        cfg = transformers.{config_cls}()
+        cfg = transformers.{config_cls}(**{config_kwargs!r})
     except Exception:  # composite configs without defaults (EncoderDecoderConfig)
         return transformers.{config_cls}.from_dict(CONFIG)
     set_values(cfg, CONFIG)
@@ -211,7 +219,9 @@ def set_values(obj, values):
 
 class Recipe:
     """The calls a user makes: build the tiny model, attach the method, enable checkpointing."""
-    training = "{recipe}"   # how a step trains: {recipe_doc}
+    training = TRAINING
+    device = "cpu"
+    reentrant = GC_KWARGS["use_reentrant"]
 
     @property
     def dtype(self):   # DTYPE as it is now: the float64 rerun and the cache triage set it
@@ -222,6 +232,8 @@ class Recipe:
         model = to_dtype(model, "cpu", getattr(torch, DTYPE))
         if not CACHE:
             self.cache_off = cache_off(model)
+        if TRAINING == "aux_outputs":
+            aux_outputs_on(model)
 {setup}
         return model
 
@@ -233,12 +245,25 @@ class Recipe:
 
     def attach(self, model):
 {attach}
+        if ADAPTERS.get(TRAINING, 1) > 1:   # a second adapter of the method
+{second}
         return model
 
+    def activate(self, model, index):
+{activate}
+
+    def trainer_class(self):
+        return {trainer}
+
     def batch(self, model, step):
-        return cast_inputs(dict(BATCHES[step], **{batch_extra}), getattr(torch, DTYPE))
+        extra = AUX_FORWARD if TRAINING == "aux_outputs" else {{}}
+        return cast_inputs(dict(BATCHES[step], **{batch_extra}, **extra), getattr(torch, DTYPE))
 
     def loss(self, output):
+        loss = self.task_loss(output)
+        return aux_loss(loss, output) if TRAINING == "aux_outputs" else loss
+
+    def task_loss(self, output):
         loss = getattr(output, "loss", None)
         if loss is not None:
             return loss
@@ -250,7 +275,8 @@ class Recipe:
         return projected(hidden)
 
     def is_unsupported(self, exc):
-        return any(re.search(p, f"{{type(exc).__name__}}: {{exc}}") for p in UNSUPPORTED)
+        return (TRAINING == "aux_outputs" and aux_refused(exc)
+                or any(re.search(p, f"{{type(exc).__name__}}: {{exc}}") for p in UNSUPPORTED))
 
 
 # ---- from the harness, verbatim: outcomes, trace, comparator --------------------------------
@@ -274,7 +300,7 @@ def verdict(dtype):
         cand = one(True)
     else:
         cand = Trace(error="not run: baseline failed")
-    return base, cand, compare(base, replay, cand, DTYPE)
+    return base, cand, compare(base, replay, cand, judged_dtype(TRAINING, DTYPE))
 
 
 def triage(dtype, cand):
@@ -286,7 +312,7 @@ def triage(dtype, cand):
         plain = train_recipe(recipe, gc=False, order=ORDER, steps=STEPS, seed=SEED, lr=LR, timeout=TIMEOUT)
     finally:
         CACHE = True
-    return cache_cause(plain, cand, dtype)[1] or "cache triage: no config has use_cache on"
+    return cache_cause(plain, cand, judged_dtype(TRAINING, dtype))[1] or "cache triage: no config has use_cache on"
 
 
 def main():
@@ -296,11 +322,11 @@ def main():
     print(f"recomputed segments {{cand.recomputed_segments}}; saved bytes {{v.saved_bytes}}")
     print(f"tolerance {{v.tolerance}}; max abs diff {{v.max_abs_diff:.3g}}; noise floor {{v.noise_floor:.3g}}")
     judged = (DTYPE, cand)
-    if asks_float64(v, DTYPE):
+    if asks_float64(v, judged_dtype(TRAINING, DTYPE)):
         # as the harness does: training amplifies rounding without bound, so float64 settles a float32 difference
         print(f"float32: {{v.outcome.value}}: {{v.detail}}")
         b64, c64, v64 = verdict("float64")
-        v, confirmed = settle_in_float64(v, v64, b64)
+        v, confirmed = settle_in_float64(v, v64, b64, judged_dtype(TRAINING, DTYPE))
         if confirmed:
             judged = ("float64", c64)
     if cache_asked(v.outcome, GC_KWARGS["use_reentrant"], cand):

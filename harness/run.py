@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from .train import Trace, cache_asked, cache_cause, train
+from .train import Trace, cache_asked, cache_cause, judged_dtype, train
 
 @dataclass
 class Options:
@@ -78,6 +78,10 @@ class Runner:
                      lr=o.lr, dtype=o.dtype, device=o.device, timeout=o.timeout, cache=cache,
                      training=cell.recipe)
 
+    def _judged(self, cell) -> str:
+        """The tolerance the cell's runs are judged at (an autocast cell: bfloat16's)."""
+        return judged_dtype(cell.recipe, self.options.dtype)
+
     def plain(self, cell) -> Trace:
         """One plain (not checkpointed) training run of the cell, trained as its baseline is."""
         self._settle_heap(cell.arch)
@@ -105,11 +109,11 @@ class Runner:
         in float64 then)."""
         from .compare import asks_float64, compare, settle_in_float64
 
-        if not asks_float64(verdict, self.options.dtype):
+        if not asks_float64(verdict, self._judged(cell)):
             return verdict, None
         b64, r64 = self._base_pair(cell, "float64")
         c64 = self._train(cell, cell.gc_mode, "float64")
-        verdict, confirmed = settle_in_float64(verdict, compare(b64, r64, c64, "float64"), b64)
+        verdict, confirmed = settle_in_float64(verdict, compare(b64, r64, c64, "float64"), b64, self._judged(cell))
         return verdict, (c64 if confirmed else None)
 
     def _cache_triage(self, cell, verdict, cand, c64) -> bool | None:
@@ -120,8 +124,9 @@ class Runner:
         (:func:`cache_asked`)."""
         if not cache_asked(verdict.outcome, cell.gc_mode == "reentrant", cand):
             return None
-        dtype, cand = ("float64", c64) if c64 is not None else (self.options.dtype, cand)
-        same, line = cache_cause(self._train(cell, None, dtype, cache=False), cand, dtype)
+        dtype, judged, cand = (("float64", "float64", c64) if c64 is not None else
+                               (self.options.dtype, self._judged(cell), cand))
+        same, line = cache_cause(self._train(cell, None, dtype, cache=False), cand, judged)
         if line:
             verdict.detail += "; " + line
         return same
@@ -135,10 +140,10 @@ class Runner:
         cand = self._train(cell, cell.gc_mode)
         if cand.unsupported and cand.error_stage == "enable_gc":
             # the library refuses checkpointing itself: no baseline is needed to say so
-            verdict, cache_switch = compare(None, None, cand, self.options.dtype), None
+            verdict, cache_switch = compare(None, None, cand, self._judged(cell)), None
         else:
             base, replay = self.baseline(cell)
-            verdict = compare(base, replay, cand, self.options.dtype)
+            verdict = compare(base, replay, cand, self._judged(cell))
             verdict, c64 = self._confirm_in_float64(cell, verdict)
             cache_switch = self._cache_triage(cell, verdict, cand, c64)
         return {

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import random
+import re
 import signal
+import tempfile
 import time
 import warnings
 
@@ -19,7 +21,8 @@ import numpy as np
 import torch
 
 from .archs.base import ArchSpec, build_model, cache_off
-from .backends.base import Backend, MethodSpec
+from .archs.losses import projected
+from .backends.base import GC_MODES, Backend, MethodSpec
 from .outcomes import Outcome
 from .trace import Trace
 
@@ -30,8 +33,85 @@ RECIPES = {
     "accumulate": "gradient accumulation: 2 micro-batches per optimizer step, each loss / 2 and its own backward",
     "eval_between": "between optimizer steps a forward under torch.no_grad() in eval mode and one in train mode "
                     "(evaluation, generate-in-the-loop), outputs discarded",
+    "autocast": "the forward and the loss under torch.autocast(device, dtype=torch.bfloat16), float32 weights and "
+                "optimizer; judged at float32's tolerance (CPU autocast replays itself exactly), a difference "
+                "settled by a float64 rerun without autocast (bfloat16's rounding is what it settles)",
+    "aux_outputs": "losses that use more than the logits: attentions (eager attention) and hidden states returned "
+                   "and a term on them added to the task loss, as distillation does; router logits on "
+                   "(output_router_logits) in mixture-of-experts models, whose own loss then adds the "
+                   "load-balancing loss",
+    "switch": "two adapters of the method on one model, both trained: each step a forward with the first active "
+              "and one with the second (peft set_adapter, adapters set_active_adapters), the losses summed, one "
+              "backward",
+    "trainer": "transformers' Trainer (adapters: AdapterTrainer) with TrainingArguments(gradient_checkpointing=..., "
+               "gradient_checkpointing_kwargs={'use_reentrant': ...}), SGD at a constant rate, its default "
+               "gradient clipping; Trainer enables checkpointing on the model it is given, after the adapter",
 }
 MICRO_BATCHES = {"accumulate": 2}
+ADAPTERS = {"switch": 2}   # adapters trained at once
+
+
+def recipe_applies(recipe: str, backend: Backend, gc_mode: str, order: str) -> str | None:
+    """None when a cell of `backend` can train by `recipe` in this gc_mode and order, else why not."""
+    if recipe == "switch" and not backend.second_adapter:
+        return "one adapter only: full fine-tuning trains the model itself"
+    if recipe == "trainer":
+        if gc_mode not in GC_MODES:
+            return f"Trainer's gradient_checkpointing_kwargs take use_reentrant only, not {gc_mode}"
+        if order != backend.orders[-1]:
+            return "Trainer enables checkpointing on the model it is given: after the adapter (order adapter_first)"
+    return None
+
+
+def judged_dtype(training: str, dtype: str) -> str:
+    """The name a run of `training` in `dtype` is judged under ("autocast": float32's tolerance, its rounding
+    called bfloat16's)."""
+    return "autocast" if training == "autocast" and dtype == "float32" else dtype
+
+
+def autocast(training: str, dtype: str, device: str):
+    """torch.autocast to bfloat16 for the autocast recipe (not in its float64 rerun), else nothing."""
+    if training != "autocast" or dtype == "float64":
+        return contextlib.nullcontext()
+    return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
+
+
+def aux_outputs_on(model) -> None:
+    """What MoE fine-tuning recipes set: router logits returned, so that the model's own loss adds the
+    load-balancing loss (with the config's router_aux_loss_coef)."""
+    for cfg in {id(c): c for m in model.modules() if (c := getattr(m, "config", None)) is not None}.values():
+        for sub in (cfg, *(getattr(cfg, k, None) for k in ("text_config", "decoder", "encoder"))):
+            if sub is not None and hasattr(sub, "output_router_logits"):
+                sub.output_router_logits = True
+
+
+AUX_FORWARD = {"output_attentions": True, "output_hidden_states": True}   # what distillation passes to forward
+
+
+class NoAuxOutputs(Exception):
+    """The aux_outputs recipe on a model that returns none of what it trains on."""
+
+
+def aux_refused(exc) -> bool:
+    """The aux_outputs recipe's refusal: a model that returns none of its outputs, or whose forward takes no
+    output_attentions / output_hidden_states."""
+    return isinstance(exc, NoAuxOutputs) or isinstance(exc, TypeError) and any(
+        f"unexpected keyword argument '{k}'" in str(exc) for k in AUX_FORWARD)
+
+
+AUX_KEYS = re.compile(r"(^|_)(attentions|hidden_states|router_logits)$")
+
+
+def aux_loss(loss: torch.Tensor, output) -> torch.Tensor:
+    """The task loss plus a term on the attentions and hidden states the model returned (a fixed random projection
+    of each, as in `projected`); the router logits count as returned, their load-balancing loss is the model's."""
+    from_model = [v for k, v in (output.items() if hasattr(output, "items") else ()) if AUX_KEYS.search(k)]
+    if not from_model:
+        raise NoAuxOutputs("aux_outputs: the model returns no attentions, hidden states or router logits")
+    terms = [t for k, v in output.items() if AUX_KEYS.search(k) and "router" not in k
+             for t in (v if isinstance(v, (tuple, list)) else [v])
+             if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    return loss + sum(projected(t, 1000 + i) for i, t in enumerate(terms)) if terms else loss
 
 
 class CellTimeout(Exception):
@@ -161,12 +241,16 @@ class Probe:
 
     @contextlib.contextmanager
     def backward(self):
-        self.in_backward, self.depth, self._backward_calls = True, 0, 0
-        self._held = dict.fromkeys(self._held)
+        self.begin_backward()
         try:
             yield
         finally:
             self.in_backward = False
+
+    def begin_backward(self):
+        """What follows re-runs modules for the backward (a Trainer's step: from its forward's end to its next)."""
+        self.in_backward, self.depth, self._backward_calls = True, 0, 0
+        self._held = dict.fromkeys(self._held)
 
 
 def _snapshot(t: torch.Tensor, memo: dict | None = None) -> torch.Tensor:
@@ -193,9 +277,13 @@ class CellRecipe:
         self.cache_off = 0
 
     def build(self):
-        model = build_model(self.arch, self.task, DTYPES[self.dtype], self.device)
+        # aux_outputs: eager attention, as a user asking for attentions must choose (the fused kernels return none)
+        eager = {"attn_implementation": "eager"} if self.training == "aux_outputs" else {}
+        model = build_model(self.arch, self.task, DTYPES[self.dtype], self.device, **eager)
         if not self.cache:
             self.cache_off = cache_off(model)
+        if self.training == "aux_outputs":
+            aux_outputs_on(model)
         return self.backend.setup(model)
 
     def enable_gc(self, model):
@@ -203,6 +291,8 @@ class CellRecipe:
 
     def attach(self, model):
         model = self.backend.attach(model, self.arch, self.task, self.method)
+        if ADAPTERS.get(self.training, 1) > 1:
+            model = self.backend.attach_second(model, self.arch, self.task, self.method)
         if self.dtype != "float32":
             # what a user casting the adapted model to this dtype gets: tensors a library makes under the default
             # dtype (adapters' LoRA / ReFT / bottleneck modules) follow the model; float32 runs never come here
@@ -213,14 +303,27 @@ class CellRecipe:
         # made for the transformers model, not for a library's wrapper around it (whose forward signature
         # would hide e.g. decoder_input_ids): the same batch the repro script holds
         batch = self.arch.make_batch(self.task, transformers_model(model), self.inputs, step, self.seed)
+        if self.training == "aux_outputs":
+            batch.update(AUX_FORWARD)
         return {k: (v.to(self.device) if isinstance(v, torch.Tensor) else v)
                 for k, v in cast_inputs(batch, DTYPES[self.dtype]).items()}
 
+    def activate(self, model, index: int):
+        self.backend.activate(model, index)
+
     def loss(self, output):
-        return self.arch.loss(self.task, output)
+        loss = self.arch.loss(self.task, output)
+        return aux_loss(loss, output) if self.training == "aux_outputs" else loss
+
+    @property
+    def reentrant(self) -> bool:
+        return self.gc_mode == "reentrant"
+
+    def trainer_class(self):
+        return self.backend.trainer_class()
 
     def is_unsupported(self, exc):
-        return self.backend.is_unsupported(exc)
+        return self.training == "aux_outputs" and aux_refused(exc) or self.backend.is_unsupported(exc)
 
 
 def cast_inputs(batch: dict, dtype: torch.dtype) -> dict:
@@ -267,73 +370,36 @@ def default_float(dtype: str):
 
 def train_recipe(recipe, gc: bool, order: str, steps: int, seed: int, lr: float, timeout: float | None) -> Trace:
     """Train one run of `recipe` (build, enable_gc, attach, batch, loss, is_unsupported, `dtype`: the name of the
-    dtype it trains in, and `training`: how a step trains, a key of RECIPES), capturing its Trace. Shared verbatim
-    with repro scripts."""
+    dtype it trains in, `training`: how a step trains, a key of RECIPES, and what that recipe asks: `activate`,
+    `trainer_class`, `reentrant`), capturing its Trace. Shared verbatim with repro scripts."""
     trace = Trace()
     t0 = time.perf_counter()
     stage = "build"
+    by_trainer = recipe.training == "trainer"   # Trainer enables checkpointing itself, from its arguments
     with warnings.catch_warnings(record=True) as caught, time_limit(timeout), Probe() as probe, \
             contextlib.ExitStack() as during:
         warnings.simplefilter("always")
         try:
             torch.manual_seed(seed)
             model = recipe.build()
-            if gc and order == "gc_first":
+            if gc and order == "gc_first" and not by_trainer:
                 stage = "enable_gc"
                 recipe.enable_gc(model)
             stage = "attach"
             torch.manual_seed(seed + 1)
             model = recipe.attach(model)
-            if gc and order == "adapter_first":
+            if gc and order == "adapter_first" and not by_trainer:
                 stage = "enable_gc"
                 recipe.enable_gc(model)
             stage = "train"
             during.enter_context(default_float(recipe.dtype))
             model.train()
-            named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+            named = trainable(recipe, model)
             trace.trainable = [n for n, _ in named]
-            opt = torch.optim.SGD([p for _, p in named], lr=lr) if named else None
-            holders = {id(m) for m in model.modules() if any(p.requires_grad for p in m.parameters(recurse=False))}
-            micro = MICRO_BATCHES.get(recipe.training, 1)
-            for step in range(steps):
-                losses, trained = [], False
-                for k in range(step * micro, (step + 1) * micro):   # the step's micro-batches (one: a plain loop)
-                    batch = recipe.batch(model, k)
-                    # dropout masks (and numpy/python draws, e.g. SpecAugment): the same stream in both runs
-                    torch.manual_seed(seed + 100 + k)
-                    np.random.seed(seed + 100 + k)
-                    random.seed(seed + 100 + k)
-                    probe.step(model)
-                    with probe.saving():
-                        loss = recipe.loss(model(**batch))
-                        if micro > 1:
-                            loss = loss / micro
-                    losses.append(float(loss.detach().float()))
-                    if not loss.requires_grad and not holders & probe.called:
-                        # no module holding a trainable tensor ran (LayerDrop dropped every adapted layer): a
-                        # forward with nothing to train, in either run; a checkpointed forward that ran them and
-                        # lost the graph still raises in backward below
-                        continue
-                    trained = True
-                    with probe.backward():
-                        loss.backward()
-                trace.losses.append(losses[0] if micro == 1 else sum(losses))
-                if not trained:
-                    trace.grads.append({n: None for n, _ in named})
-                    continue
-                trace.grads.append({n: (None if p.grad is None else _snapshot(p.grad)) for n, p in named})
-                if opt is not None:
-                    opt.step()
-                    opt.zero_grad(set_to_none=True)
-                if recipe.training == "eval_between" and step < steps - 1:
-                    # what an evaluation loop or generate-in-the-loop does between steps; outputs discarded
-                    batch = recipe.batch(model, step)
-                    torch.manual_seed(seed + 200 + step)
-                    with torch.no_grad():
-                        model.eval()
-                        model(**batch)
-                        model.train()
-                        model(**batch)
+            if by_trainer:
+                train_by_trainer(recipe, model, named, trace, probe, gc, steps, seed, lr)
+            else:
+                train_loop(recipe, model, named, trace, probe, steps, seed, lr)
             memo = {}
             trace.state = {k: _snapshot(v, memo) for k, v in model.state_dict().items()}
         except Exception as exc:  # noqa: BLE001 - a crashing cell is that cell's outcome
@@ -348,6 +414,128 @@ def train_recipe(recipe, gc: bool, order: str, steps: int, seed: int, lr: float,
                              if "checkpoint" in str(w.message).lower() or "requires_grad" in str(w.message)})
     trace.seconds = time.perf_counter() - t0
     return trace
+
+
+def trainable(recipe, model) -> list:
+    """(name, parameter) of what trains: what requires grad with any of the recipe's adapters active (peft's
+    set_adapter makes only the active one require grad); the first is active after."""
+    n = ADAPTERS.get(recipe.training, 1)
+    wanted = set()
+    for i in reversed(range(n)):
+        if n > 1:
+            recipe.activate(model, i)
+        wanted |= {name for name, p in model.named_parameters() if p.requires_grad}
+    return [(name, p) for name, p in model.named_parameters() if name in wanted]
+
+
+def train_loop(recipe, model, named, trace, probe, steps, seed, lr):
+    """The recipe's own loop: SGD steps, each over its micro-batches and adapters, observed by `probe`."""
+    opt = torch.optim.SGD([p for _, p in named], lr=lr) if named else None
+    holders = {id(m) for m in model.modules() if any(p.requires_grad for p in m.parameters(recurse=False))}
+    micro = MICRO_BATCHES.get(recipe.training, 1)
+    adapters = ADAPTERS.get(recipe.training, 1)
+    for step in range(steps):
+        losses, trained = [], False
+        for k in range(step * micro, (step + 1) * micro):   # the step's micro-batches (one: a plain loop)
+            batch = recipe.batch(model, k)
+            # dropout masks (and numpy/python draws, e.g. SpecAugment): the same stream in both runs
+            torch.manual_seed(seed + 100 + k)
+            np.random.seed(seed + 100 + k)
+            random.seed(seed + 100 + k)
+            probe.step(model)
+            with probe.saving(), autocast(recipe.training, recipe.dtype, getattr(recipe, "device", "cpu")):
+                parts = []
+                for i in range(adapters):   # switch: a forward with each adapter active, the last stays active
+                    if adapters > 1:
+                        recipe.activate(model, i)
+                    parts.append(recipe.loss(model(**batch)))
+                loss = parts[0] if adapters == 1 else sum(parts)
+                if micro > 1:
+                    loss = loss / micro
+            losses.append(float(loss.detach().float()))
+            if not loss.requires_grad and not holders & probe.called:
+                # no module holding a trainable tensor ran (LayerDrop dropped every adapted layer): a
+                # forward with nothing to train, in either run; a checkpointed forward that ran them and
+                # lost the graph still raises in backward below
+                continue
+            trained = True
+            with probe.backward():
+                loss.backward()
+        trace.losses.append(losses[0] if micro == 1 else sum(losses))
+        if not trained:
+            trace.grads.append({n: None for n, _ in named})
+            continue
+        trace.grads.append({n: (None if p.grad is None else _snapshot(p.grad)) for n, p in named})
+        if opt is not None:
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        if recipe.training == "eval_between" and step < steps - 1:
+            # what an evaluation loop or generate-in-the-loop does between steps; outputs discarded
+            batch = recipe.batch(model, step)
+            torch.manual_seed(seed + 200 + step)
+            with torch.no_grad():
+                model.eval()
+                model(**batch)
+                model.train()
+                model(**batch)
+
+
+def train_by_trainer(recipe, model, named, trace, probe, gc, steps, seed, lr):
+    """transformers' Trainer trains (recipe.trainer_class(): Trainer or adapters' AdapterTrainer), checkpointing
+    from its arguments. Observed as the docs show a user: compute_loss overridden for the cell's loss (the
+    documented way to a loss of one's own), callbacks at each step's start and before its optimizer step (the
+    gradients, after Trainer's clipping), and the model's own forward hooks around each forward."""
+    from transformers import TrainerCallback, TrainingArguments
+    from transformers.trainer_callback import PrinterCallback
+
+    losses = []
+    batches = [recipe.batch(model, k) for k in range(steps)]
+
+    class CellTrainer(recipe.trainer_class()):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            outputs = model(**inputs)
+            loss = recipe.loss(outputs)
+            losses.append(float(loss.detach().float()))
+            return (loss, outputs) if return_outputs else loss
+
+    class Observe(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            probe.in_backward = False
+            probe.step(model)
+
+        def on_pre_optimizer_step(self, args, state, control, **kwargs):
+            probe.in_backward = False
+            trace.grads.append({n: (None if p.grad is None else _snapshot(p.grad)) for n, p in named})
+
+    saving = []
+
+    def forward_begins(module, args):
+        saving.append(probe.saving())
+        saving[-1].__enter__()
+
+    def forward_ends(module, args, output):
+        saving.pop().__exit__(None, None, None)
+        probe.begin_backward()   # Trainer's backward follows its forward
+
+    handles = [model.register_forward_pre_hook(forward_begins),
+               model.register_forward_hook(forward_ends, always_call=True)]
+    try:
+        with tempfile.TemporaryDirectory() as out:
+            args = TrainingArguments(
+                output_dir=out, max_steps=steps, per_device_train_batch_size=1, learning_rate=lr, optim="sgd",
+                lr_scheduler_type="constant", seed=seed, gradient_checkpointing=gc,
+                gradient_checkpointing_kwargs={"use_reentrant": recipe.reentrant} if gc else None,
+                remove_unused_columns=False, report_to="none", save_strategy="no", logging_strategy="no",
+                disable_tqdm=True, use_cpu=getattr(recipe, "device", "cpu") == "cpu", dataloader_num_workers=0)
+            trainer = CellTrainer(model=model, args=args, train_dataset=batches,
+                                  data_collator=lambda items: items[0], callbacks=[Observe()])
+            trainer.remove_callback(PrinterCallback)   # its summary line on stdout, nothing else
+            trainer.train()
+    finally:
+        for h in handles:
+            h.remove()
+        probe.in_backward = False
+    trace.losses = losses
 
 
 def _one_line(s: str, limit: int = 300) -> str:

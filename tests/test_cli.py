@@ -42,7 +42,7 @@ def run_cli(*args):
     (["--inputs", "masked,x"], "unknown inputs 'x'"),
     (["--order", "later"], "unknown order 'later'"),
     (["--task", "translation"], "unknown task 'translation'; valid: "),
-    (["--recipe", "adam"], "unknown recipe 'adam'; valid: loop, accumulate, eval_between"),
+    (["--recipe", "adam"], "unknown recipe 'adam'; valid: loop, accumulate, eval_between, autocast, aux_outputs, switch, trainer"),
     (["--tier", "huge"], "unknown tier 'huge'"),
     (["--dtype", "float8"], "unknown dtype 'float8'"),
     (["--shard", "3/2"], "bad shard '3/2'; valid: K/N"),
@@ -71,10 +71,11 @@ def test_a_recipe_other_than_the_plain_loop_ends_the_cell_id_and_has_its_own_bas
     """Today's ids do not change: the plain loop is the default recipe and is not in the id."""
     cells = {c.recipe: c for c in select("full", "bert", gc_mode="reentrant", inputs="masked", order="gc_first",
                                          task="seq_cls")}
-    assert set(cells) == {"loop", "accumulate", "eval_between"}
+    # full fine-tuning has no second adapter (switch); Trainer checkpoints after the adapter (trainer: adapter_first)
+    assert set(cells) == {"loop", "accumulate", "eval_between", "autocast", "aux_outputs"}
     assert cells["loop"].id == "full-bert-full-reentrant-masked-gc_first"
     assert cells["accumulate"].id == "full-bert-full-reentrant-masked-gc_first-accumulate"
-    assert len({c.baseline_key for c in cells.values()}) == 3
+    assert len({c.baseline_key for c in cells.values()}) == 5
     assert find(cells["eval_between"].id) == cells["eval_between"]
     assert {c.recipe for c in select("full", "bert", recipe="accumulate")} == {"accumulate"}
 

@@ -8,6 +8,7 @@ import pytest
 
 from harness import AXES, backends, tables
 from harness.archs.registry import ARCHS
+from harness.archs.base import ARCH_TRAITS
 from harness.backends.base import TRAITS
 from harness.expectations import EXPECTATIONS, ORDER, Expect, expected
 from harness.expectations.entry import TRAIT
@@ -59,13 +60,27 @@ def test_every_method_and_trait_an_entry_names_exists():
     methods = all_methods()
     bad = {p for e in EXPECTATIONS for p in unknown(patterns(e, "method"), set(methods))}
     assert not bad, f"entries name methods no backend has: {sorted(bad)}"
-    named = {p[len(TRAIT):] for e in EXPECTATIONS for axis in FIELDS for p in patterns(e, axis) if p.startswith(TRAIT)}
+    named = {p[len(TRAIT):] for e in EXPECTATIONS for p in patterns(e, "method") if p.startswith(TRAIT)}
     assert named <= set(TRAITS), named - set(TRAITS)
     carried = set().union(*methods.values())
     assert named <= carried, f"traits no method carries: {named - carried}"
-    misplaced = [e.reason[:60] for e in EXPECTATIONS for axis in FIELDS - {"method"}
+    on_archs = {p[len(TRAIT):] for e in EXPECTATIONS for p in patterns(e, "arch") if p.startswith(TRAIT)}
+    assert on_archs <= set(ARCH_TRAITS), on_archs - set(ARCH_TRAITS)
+    misplaced = [e.reason[:60] for e in EXPECTATIONS for axis in FIELDS - {"method", "arch"}
                  if any(p.startswith(TRAIT) for p in patterns(e, axis))]
-    assert not misplaced, f"a trait is a method's: {misplaced}"
+    assert not misplaced, f"a trait is a method's or an arch's: {misplaced}"
+
+
+def test_an_arch_trait_is_read_from_the_installed_source():
+    from packaging.version import Version
+
+    from harness.archs.base import arch_traits
+    from harness.versions import installed
+
+    assert arch_traits("bert") == frozenset() and arch_traits("no_such_type") == frozenset()
+    assert "routes_experts" not in arch_traits("llama")
+    # Llama records its attentions with hooks from 4.56 on (4.48.3 returns them through its layers)
+    assert ("records_attentions" in arch_traits("llama")) == (Version(installed("transformers")) >= Version("4.56"))
 
 
 def test_the_check_of_names_catches_a_misspelt_arch():
@@ -92,4 +107,4 @@ def test_adapters_methods_of_the_same_name_do_not_carry_peft_traits():
 def test_precedence_is_the_stated_order_of_the_entry_files():
     assert EXPECTATIONS == [e for module in ORDER for e in module.ENTRIES]
     assert [m.__name__.rsplit(".", 1)[-1] for m in ORDER] == [
-        "first", "refusals", "plain_failures", "findings_models", "findings_general"]
+        "first", "refusals", "plain_failures", "findings_models", "findings_general", "findings_recipes"]

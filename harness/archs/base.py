@@ -7,6 +7,7 @@ per-arch overrides held as data in :mod:`harness.archs.registry`. Nothing is fet
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -142,14 +143,68 @@ def shrink_config(cfg, overrides: Mapping[str, Any] = ()):
     return cfg
 
 
-def tiny_config(spec: ArchSpec, task: str):
+def tiny_config(spec: ArchSpec, task: str, **config_kwargs):
+    """`config_kwargs`: what a user passes to AutoConfig beside the model type (attn_implementation)."""
     from transformers import AutoConfig
 
-    cfg = AutoConfig.for_model(spec.mtype)
+    cfg = AutoConfig.for_model(spec.mtype, **config_kwargs)
     shrink_config(cfg, spec.overrides)
     if task in ("seq_cls", "token_cls", "image_cls", "audio_cls"):
         cfg.num_labels = NUM_LABELS
     return cfg
+
+
+@functools.lru_cache(maxsize=None)
+def _routes_experts(model_type: str) -> bool:
+    from transformers import AutoConfig
+
+    try:
+        cfg = AutoConfig.for_model(model_type)
+    except Exception:  # noqa: BLE001 - a type without a default config: a custom builder's
+        return False
+    return any(hasattr(c, "output_router_logits")
+               for c in (cfg, *(getattr(cfg, k, None) for k in ("text_config", "decoder", "encoder"))) if c is not None)
+
+
+# what an arch does that known failures match on ("trait:NAME" in an expectation's arch axis), read from the installed
+# transformers' source without importing the model
+ARCH_TRAITS = {
+    "records_attentions": "returns attentions collected by forward hooks on its attention modules "
+                          "(_can_record_outputs), not through the layers' outputs",
+    "routes_experts": "a mixture-of-experts model whose config has output_router_logits",
+}
+
+
+@functools.lru_cache(maxsize=None)
+def arch_traits(model_type: str) -> frozenset[str]:
+    """The ARCH_TRAITS of a transformers model type (empty for a name that is none)."""
+    import os
+    import re
+
+    import transformers
+    from transformers.models.auto.configuration_auto import model_type_to_module_name
+
+    module = model_type_to_module_name(model_type)
+    folder = os.path.join(os.path.dirname(transformers.__file__), "models", module)
+
+    def source(kind: str) -> str:
+        try:
+            with open(os.path.join(folder, f"{kind}_{module}.py")) as fh:
+                return fh.read()
+        except OSError:
+            return ""
+
+    traits = set()
+    if re.search(r"_can_record_outputs\s*=\s*\{[^}]*[\"']attentions[\"']", source("modeling")):
+        traits.add("records_attentions")
+    if "output_router_logits" in source("configuration"):
+        traits.add("routes_experts")
+    return frozenset(traits)
+
+
+def routes_experts(spec: ArchSpec) -> bool:
+    """A mixture-of-experts model whose router logits can be returned (output_router_logits in its config)."""
+    return spec.build is None and _routes_experts(spec.mtype)
 
 
 def head_class(spec: ArchSpec, task: str):
@@ -167,12 +222,17 @@ def head_class(spec: ArchSpec, task: str):
     return getattr(transformers, name)
 
 
-def build_model(spec: ArchSpec, task: str, dtype: torch.dtype = torch.float32, device: str = "cpu"):
-    """Build the tiny random-weight model (call under a fixed torch seed)."""
+def build_model(spec: ArchSpec, task: str, dtype: torch.dtype = torch.float32, device: str = "cpu",
+                **config_kwargs):
+    """Build the tiny random-weight model (call under a fixed torch seed); `config_kwargs` go to AutoConfig
+    (a custom builder's model takes attn_implementation through set_attn_implementation, where it can)."""
     if spec.build is not None:
         model = spec.build(task)
+        attn = config_kwargs.get("attn_implementation")
+        if attn and hasattr(model, "set_attn_implementation"):
+            model.set_attn_implementation(attn)
     else:
-        cfg = tiny_config(spec, task)
+        cfg = tiny_config(spec, task, **config_kwargs)
         model = head_class(spec, task)(cfg)
     return to_dtype(model, device, dtype)
 

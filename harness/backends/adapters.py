@@ -12,6 +12,7 @@ from ..archs.base import ArchSpec
 from .base import Backend, MethodSpec
 
 NAME = "cell"
+NAMES = (NAME, "cell2")   # the switch recipe's two adapters
 
 # Bottleneck width 8 on hidden 32 (divisible by compacter's phm_dim 4); narrower bottlenecks leave
 # every ReLU unit dead on some batches. par_bn keeps its library default (2 -> 16 units).
@@ -96,17 +97,35 @@ class AdaptersBackend(Backend):
         model.train_adapter(NAME)
         return model
 
+    def attach_second(self, model, arch, task, method):
+        model.add_adapter(NAMES[1], config=method.make_config(arch, task))
+        model.train_adapter(list(NAMES))   # both trainable
+        return model
+
+    def activate(self, model, index):
+        model.set_active_adapters(NAMES[index])
+
+    def trainer_class(self):
+        from adapters import AdapterTrainer
+
+        return AdapterTrainer
+
     def cast(self, model, dtype):
         # adapters makes its modules under the default dtype (LoRAConfig / ReftConfig dtype=None; nn.Linear in the
         # bottlenecks), whatever the model's: its own call moves them to the model's dtype
-        model.adapter_to(NAME, dtype=dtype)
+        for name in model.adapters_config.adapters:
+            model.adapter_to(name, dtype=dtype)
         return model
 
     def repro(self, method, arch, task, model) -> dict:
         return {"imports": "import adapters", "config": method.make_config(arch, task).to_dict(), "setup": "adapters.init(model)",
                 "attach": f"model.add_adapter({NAME!r}, config=adapters.AdapterConfig.load(METHOD_CONFIG))\n"
                           f"model.train_adapter({NAME!r})\n"
-                          f"if DTYPE != 'float32':\n    model.adapter_to({NAME!r}, dtype=getattr(torch, DTYPE))"}
+                          f"if DTYPE != 'float32':\n    model.adapter_to({NAME!r}, dtype=getattr(torch, DTYPE))",
+                "second": f"model.add_adapter({NAMES[1]!r}, config=adapters.AdapterConfig.load(METHOD_CONFIG))\n"
+                          f"model.train_adapter({list(NAMES)!r})\n"
+                          f"if DTYPE != 'float32':\n    model.adapter_to({NAMES[1]!r}, dtype=getattr(torch, DTYPE))",
+                "activate": f"model.set_active_adapters({NAMES!r}[index])", "trainer": "adapters.AdapterTrainer"}
 
 
 def make() -> Backend:

@@ -62,6 +62,7 @@ class Backend:
     arch_support: Callable[[ArchSpec], str | None] = lambda arch: None
     missing: str | None = None   # why the library cannot be imported, if it cannot
     reference_arch: str = "bert"  # where the default tier tries every method and axis value
+    second_adapter: bool = True   # a second adapter of a method can go on the model (the switch recipe)
 
     # The three calls a run makes, overridden per backend:
     def setup(self, model):
@@ -71,6 +72,20 @@ class Backend:
     def attach(self, model, arch: ArchSpec, task: str, method: MethodSpec):
         """Add and activate the method, make only its parameters trainable; returns the model to train."""
         raise NotImplementedError
+
+    def attach_second(self, model, arch: ArchSpec, task: str, method: MethodSpec):
+        """Add a second adapter of the method (the switch recipe), both trainable; returns the model."""
+        raise NotImplementedError(f"backend {self.name} has no second adapter")
+
+    def activate(self, model, index: int):
+        """Make the index-th adapter (0: attach's, 1: attach_second's) the active one, as the library's users do."""
+        raise NotImplementedError(f"backend {self.name} has no second adapter")
+
+    def trainer_class(self):
+        """The Trainer its users train with."""
+        from transformers import Trainer
+
+        return Trainer
 
     def cast(self, model, dtype):
         """After attach, in a run that is not float32: cast what the library added and left in float32 to the

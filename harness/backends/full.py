@@ -20,4 +20,4 @@ METHODS = {"full": MethodSpec("full", lambda arch, task: None, traits=frozenset(
 
 
 def make() -> Backend:
-    return FullBackend(name="full", methods=METHODS, gc_modes=GC_MODES + extra_gc_modes())
+    return FullBackend(name="full", methods=METHODS, gc_modes=GC_MODES + extra_gc_modes(), second_adapter=False)

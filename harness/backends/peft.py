@@ -25,6 +25,7 @@ from . import _peft_targets as T
 from .base import Backend, MethodSpec
 
 NAME = "default"
+NAMES = (NAME, "second")   # the switch recipe's two adapters
 
 _TASK_TYPE = {
     "causal_lm": "CAUSAL_LM",
@@ -355,6 +356,15 @@ class PeftBackend(Backend):
             peft_model.register_forward_pre_hook(_pass_task_ids, with_kwargs=True)
         return peft_model
 
+    def attach_second(self, model, arch, task, method):
+        import copy
+
+        model.add_adapter(NAMES[1], copy.deepcopy(model.peft_config[NAME]))   # the same config once more
+        return model
+
+    def activate(self, model, index):
+        model.set_adapter(NAMES[index])
+
     def repro(self, method, arch, task, model) -> dict:
         if method.name == "xlora":
             raise NotImplementedError("xlora loads its LoRA experts from disk: no standalone repro")
@@ -364,9 +374,11 @@ class PeftBackend(Backend):
         extra = "{}"
         if method.name in _NEEDS_TASK_IDS:
             extra = "{'task_ids': torch.zeros(len(next(iter(BATCHES[step].values()))), dtype=torch.long)}"
-        return {"imports": "import peft", "config": config.to_dict(), "setup": "",
+        return {"imports": "import copy\nimport peft", "config": config.to_dict(), "setup": "",
                 "attach": f"model = peft.get_peft_model(model, peft.get_peft_config(METHOD_CONFIG), "
-                          f"adapter_name={NAME!r})", "batch_extra": extra}
+                          f"adapter_name={NAME!r})", "batch_extra": extra,
+                "second": f"model.add_adapter({NAMES[1]!r}, copy.deepcopy(model.peft_config[{NAME!r}]))",
+                "activate": f"model.set_adapter({NAMES!r}[index])"}
 
     def _attach_xlora(self, model, arch, task, config):
         """X-LoRA mixes LoRA experts loaded from checkpoints: save two (non-zero) LoRA adapters of this
@@ -424,6 +436,8 @@ def make() -> Backend:
             r"does not work with gradient checkpointing",
             # adaption_prompt / cpt / ... method-arch refusals
             r"Unsupported model type for adaption prompt",
+            r"supports only 1 trainable adapter",   # AdaLoRA: a second adapter (the switch recipe)
+            r"does not support multiple adapters when",   # ShadowPEFT with a sequence classifier
             r"only supports task_type",
             # lora forward hooks (aLoRA) under checkpointing
             r"Multiple invocations of PEFT forward hooks before \.backward\(\) with enabled gradient checkpointing",

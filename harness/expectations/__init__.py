@@ -9,26 +9,30 @@ exception carved out of a broader entry after it. Matching is strict: an expecte
 Precedence, stated once: the entry files are read in the order of ORDER below, each top to bottom, and the first
 entry that matches a cell wins. So a narrower entry stands above a broader one, and the files go from what a user
 hits first (a method failing before checkpointing is enabled, the libraries' refusals, a plain run that fails) to
-checkpointing findings, the broadest rules last. The generated baseline-calibration table (harness/calibration.py)
+checkpointing findings, the broadest rules, then what only a training recipe (Cell.recipe) shows: an entry
+without a recipe holds for every recipe, so the recipes' own findings come after them. The generated baseline-calibration table (harness/calibration.py)
 is consulted first but only decides where no entry explains the plain run's failure (see expected()).
 """
 from __future__ import annotations
 
 from ..outcomes import Outcome
-from . import findings_general, findings_models, first, plain_failures, refusals
+from . import findings_general, findings_models, findings_recipes, first, plain_failures, refusals
 from .entry import MACHINES, Expect  # noqa: F401  (MACHINES: the machine conditions an entry may name)
 
-ORDER = (first, refusals, plain_failures, findings_models, findings_general)
+ORDER = (first, refusals, plain_failures, findings_models, findings_general, findings_recipes)
 EXPECTATIONS: list[Expect] = [e for module in ORDER for e in module.ENTRIES]
 
 
 def with_traits(cell_fields: dict) -> dict:
-    """The cell's fields with its method's traits (MethodSpec.traits), which "trait:NAME" patterns match."""
+    """The cell's fields with its method's traits (MethodSpec.traits) and its arch's (archs.base.ARCH_TRAITS), which
+    "trait:NAME" patterns match."""
     if "traits" in cell_fields:
         return cell_fields
+    from ..archs.base import arch_traits
     from ..backends import method_traits
 
-    return {**cell_fields, "traits": method_traits(cell_fields.get("backend", ""), cell_fields.get("method", ""))}
+    return {**cell_fields, "traits": method_traits(cell_fields.get("backend", ""), cell_fields.get("method", ""))
+            | arch_traits(cell_fields.get("arch", ""))}
 
 
 def expected(cell_fields: dict, table: list[Expect] | None = None,

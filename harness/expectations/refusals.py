@@ -17,6 +17,12 @@ ENTRIES: list[Expect] = [
     Expect({**A, "gc_mode": "reentrant"}, Outcome.UNSUPPORTED, ADAPTERS_REENTRANT,
            "https://github.com/adapter-hub/adapters/pull/759", {"adapters": ">=1.1.0"}, refuses_checkpointing=True),
     # ---- the libraries refuse the method, with their own documented error ----------------------
+    Expect({**P, "recipe": "switch", "method": "adalora"}, Outcome.UNSUPPORTED,
+           "AdaLoRA refuses a second trainable adapter ('AdaLoraModel supports only 1 trainable adapter')",
+           f"{PEFT_SRC}/tuners/adalora/model.py", {"peft": ">=0.18"}),
+    Expect({**P, "recipe": "switch", "method": "shadow", "task": "seq_cls"}, Outcome.UNSUPPORTED,
+           "ShadowPEFT refuses a second adapter when one uses sequence classification (its classifier is "
+           "shared)", f"{PEFT_SRC}/tuners/shadow", {"peft": ">=0.21"}),
     Expect({**P, "arch": CONV1D, "method": LINEAR_ONLY}, Outcome.UNSUPPORTED,
            "the method supports nn.Linear only and refuses transformers' Conv1D layers",
            f"{PEFT_SRC}/tuners/tuners_utils.py", {"peft": ">=0.17"}),

@@ -1,0 +1,63 @@
+"""What only a training recipe shows (Cell.recipe, harness/train.py RECIPES): an entry without a recipe holds for
+every recipe and stands above these."""
+from __future__ import annotations
+
+from ..outcomes import Outcome
+from .entry import Expect
+from .groups import A, ADAPTERS_SRC, P, PEFT_SRC, TF_SRC
+
+# adapters' methods whose modules read parameters shared across layers from the ForwardContext by adapter name
+SHARED_PARAMETERS = ("compacter", "compacter++", "dvora", "vera", "mam", "prefix_tuning", "prefix_tuning_flat",
+                     "unipelt")
+SWITCH_ADAPTERS = (
+    "two adapters trained at once, a forward with each active, one backward: checkpointing recomputes a layer with "
+    "the adapters active at backward time (the second), not those of its forward. adapters hands the forward's "
+    "ForwardContext to the recompute (context_fn) but not its active setup")
+
+ENTRIES: list[Expect] = [
+    Expect({"recipe": "aux_outputs", "arch": ("dbrx", "doge", "nllb-moe")}, Outcome.ERROR,
+           "with the recipe's settings the plain run fails in transformers: DBRX's eager attention clamps its qkv "
+           "with clip_qkv None ('At least one of min or max must not be None'); Doge adds its load-balancing loss "
+           "as `aux_loss.to(...)` where the loss function returned the int 0; NLLB-MoE's load-balancing loss "
+           "multiplies router probabilities and expert counts of other shapes on a padded batch (seen on 4.57.6)",
+           f"{TF_SRC}/models/doge/modeling_doge.py#L795", {"transformers": "<5"}),
+    Expect({"recipe": "aux_outputs", "gc_mode": "reentrant", "arch": "trait:records_attentions"}, Outcome.MISMATCH,
+           "a loss term on outputs.attentions gets no gradient under reentrant checkpointing: these models collect "
+           "attentions with forward hooks on their attention modules (_can_record_outputs / OutputRecorder), inside "
+           "the checkpointed layer, whose forward the reentrant checkpoint runs under no_grad, so the recorded "
+           "attentions carry no graph (requires_grad False); attentions returned through a layer's outputs (BERT) "
+           "keep it, non-reentrant keeps it (cases/recorded_attentions_reentrant.py)",
+           f"{TF_SRC}/utils/generic.py#L918", {"transformers": ">=4.56"}),
+    Expect({**A, "recipe": "switch", "gc_mode": "non_reentrant", "method": SHARED_PARAMETERS}, Outcome.GC_ERROR,
+           f"{SWITCH_ADAPTERS}: a method whose modules read parameters shared across layers from the context by "
+           "name finds only the first adapter's there ('KeyError: cell2', adapters/methods/modeling.py)",
+           "https://github.com/adapter-hub/adapters/pull/759", {"adapters": ">=1.2"}),
+    Expect({**A, "recipe": "switch", "gc_mode": "non_reentrant", "method": "ia3", "arch": "bert", "task": "seq_cls"},
+           Outcome.EQUIVALENT,
+           "IA3's two adapters on BERT's sequence classification: the recompute through the other adapter stays "
+           "within float32 rounding (1.5e-11, settled in float64); mismatch on its token classification and on "
+           "Llama (the entry below)", "https://github.com/adapter-hub/adapters/pull/759", {"adapters": ">=1.2"}),
+    Expect({**A, "recipe": "switch", "gc_mode": "non_reentrant"}, Outcome.MISMATCH,
+           f"{SWITCH_ADAPTERS}: the first adapter's forward is recomputed through the second, silently "
+           "(bottleneck, LoRA, ReFT methods)", "https://github.com/adapter-hub/adapters/pull/759",
+           {"adapters": ">=1.2"}, unless={"method": "prompt_tuning"}),
+    Expect({**P, "recipe": "switch", "gc_mode": "non_reentrant", "arch": "trait:routes_experts",
+            "method": "trait:weight"}, Outcome.GC_ERROR,
+           "as below, non-reentrant: the recompute of the first forward through the second adapter routes tokens to "
+           "other experts, so the recomputed tensors have other shapes and torch's checkpoint stops it ('Recomputed "
+           "values ... have different metadata'; seen on Mixtral, 4.57.6)",
+           "https://github.com/huggingface/peft/issues/2832", {"peft": ">=0.18", "transformers": "<5"},
+           unless={"method": "ia3"}),   # IA3's two adapters start equal (ones): the same experts, both runs
+    Expect({**P, "recipe": "switch", "gc_mode": "reentrant", "method": ("trait:weight", "ln_tuning")},
+           Outcome.MISMATCH,
+           "two adapters trained at once, a forward with each active (set_adapter), one backward: the reentrant "
+           "checkpoint recomputes the first forward's layers with the adapter active at backward time, the second, "
+           "whose gradient then gets the first forward's part too, silently (set_adapter also turns requires_grad "
+           "off on the inactive adapter, so the first adapter gets no gradient in either run); non-reentrant "
+           "recompute feeds only the first adapter's graph, which gets nothing. Weight methods and LN tuning, both "
+           "orders (in adapter_first the lost layer-input gradients of the general entries come first; seen on "
+           "4.48.3 to 5.24.0, peft 0.14 and 0.21.2)",
+           "https://github.com/huggingface/peft/issues/2832", {"peft": ">=0.14"}),
+]
+
+__all__ = ["ENTRIES", "ADAPTERS_SRC", "PEFT_SRC"]
