@@ -90,7 +90,7 @@ def _cells_of(backend: str, arch: ArchSpec, tasks: Iterable[str], recipes: Itera
                 for gc_mode in be.gc_modes:
                     for order in be.orders:
                         for recipe in recipes:
-                            if recipe_applies(recipe, be, gc_mode, order) is not None:
+                            if recipe_applies(recipe, be, gc_mode, order, method, arch) is not None:
                                 continue
                             yield Cell(backend, arch.name, method.name, gc_mode, inputs, order, task,
                                        task == arch.primary_task, arch.modality, recipe)

@@ -117,6 +117,7 @@ def script(cell_id: str, options: run.Options | None = None, with_outcome: bool 
         second=textwrap.indent(rep.get("second", "raise NotImplementedError('one adapter only')"), " " * 12),
         activate=textwrap.indent(rep.get("activate", "raise NotImplementedError('one adapter only')"), " " * 8),
         trainer=rep.get("trainer", "transformers.Trainer"),
+        compose=textwrap.indent(rep.get("compose", {}).get(cell.recipe, "pass"), " " * 8),
         config_kwargs={"attn_implementation": "eager"} if cell.recipe == "aux_outputs" else {},
         unsupported=repr(be.unsupported_patterns + backends.base.COMMON_UNSUPPORTED),
         batches=_batches_source(arch, cell.task, model, cell.inputs,
@@ -247,6 +248,8 @@ class Recipe:
 {attach}
         if ADAPTERS.get(TRAINING, 1) > 1:   # a second adapter of the method
 {second}
+        # several adapters composed (a compose_* recipe), or nothing more
+{compose}
         return model
 
     def activate(self, model, index):

@@ -46,15 +46,33 @@ RECIPES = {
     "trainer": "transformers' Trainer (adapters: AdapterTrainer) with TrainingArguments(gradient_checkpointing=..., "
                "gradient_checkpointing_kwargs={'use_reentrant': ...}), SGD at a constant rate, its default "
                "gradient clipping; Trainer enables checkpointing on the model it is given, after the adapter",
+    # several adapters composed and trained at once, as the libraries compose them (Backend.compositions)
+    "compose_stack": "adapters' Stack(first, second) trained with train_adapter: the second on the first's output",
+    "compose_fuse": "adapters' AdapterFusion: Fuse(first, second), add_adapter_fusion and train_adapter_fusion (the "
+                    "fusion layer trains, the adapters stay frozen)",
+    "compose_average": "adapters' Average(first, second, weights=[0.5, 0.5]) trained with train_adapter",
+    "compose_batchsplit": "adapters' BatchSplit(first, second, batch_sizes=[1, 1]) trained with train_adapter",
+    "compose_split": "adapters' Split(first, second, splits=[4, 6]) trained with train_adapter: the 10 tokens of a "
+                     "text batch split at 4",
+    "compose_active": "peft: two adapters active at once, model.base_model.set_adapter([first, second]), both "
+                      "trained",
+    "compose_weighted": "peft: add_weighted_adapter([first, second], [0.5, 0.5], 'combined', combination_type='cat') "
+                        "and the combined adapter trained",
 }
 MICRO_BATCHES = {"accumulate": 2}
 ADAPTERS = {"switch": 2}   # adapters trained at once
 
 
-def recipe_applies(recipe: str, backend: Backend, gc_mode: str, order: str) -> str | None:
-    """None when a cell of `backend` can train by `recipe` in this gc_mode and order, else why not."""
+def recipe_applies(recipe: str, backend: Backend, gc_mode: str, order: str, method: MethodSpec | None = None,
+                   arch: ArchSpec | None = None) -> str | None:
+    """None when a cell of `backend` (and `method` on `arch`, when given) can train by `recipe` in this gc_mode and
+    order, else why not."""
     if recipe == "switch" and not backend.second_adapter:
         return "one adapter only: full fine-tuning trains the model itself"
+    if recipe.startswith("compose_"):
+        if recipe not in backend.compositions:
+            return backend.compositions_missing or f"no such composition in {backend.name}"
+        return backend.composes(recipe, method, arch) if method is not None else None
     if recipe == "trainer":
         if gc_mode not in GC_MODES:
             return f"Trainer's gradient_checkpointing_kwargs take use_reentrant only, not {gc_mode}"
@@ -293,6 +311,8 @@ class CellRecipe:
         model = self.backend.attach(model, self.arch, self.task, self.method)
         if ADAPTERS.get(self.training, 1) > 1:
             model = self.backend.attach_second(model, self.arch, self.task, self.method)
+        if self.training.startswith("compose_"):
+            model = self.backend.compose(model, self.arch, self.task, self.method, self.training)
         if self.dtype != "float32":
             # what a user casting the adapted model to this dtype gets: tensors a library makes under the default
             # dtype (adapters' LoRA / ReFT / bottleneck modules) follow the model; float32 runs never come here

@@ -8,6 +8,8 @@ activated; `adapter_first` after.
 """
 from __future__ import annotations
 
+import textwrap
+
 from ..archs.base import ArchSpec
 from .base import Backend, MethodSpec
 
@@ -105,6 +107,25 @@ class AdaptersBackend(Backend):
     def activate(self, model, index):
         model.set_active_adapters(NAMES[index])
 
+    def composes(self, recipe, method, arch=None):
+        block, layers = BLOCKS[recipe], LAYERS.get(method.name, ())
+        if not layers:
+            return f"{method.name} makes no adapter layer that composes (none declares supported_compositions)"
+        refusing = [layer.rsplit(".", 1)[1] for layer in layers if block not in _supported(layer)]
+        if refusing:
+            return f"{block} is not among the supported_compositions of {', '.join(refusing)}"
+        if recipe == "compose_split" and arch is not None and (arch.modality != "text" or "seq2seq_lm" in arch.tasks):
+            return "Split's splits sum to the sequence length: the 10 tokens of an encoder's text batch"
+        return None
+
+    def compose(self, model, arch, task, method, recipe):
+        from adapters.composition import Average, BatchSplit, Fuse, Split, Stack
+
+        model.add_adapter(NAMES[1], config=method.make_config(arch, task))
+        exec(COMPOSE[recipe], {"model": model, "NAMES": NAMES, "Average": Average, "BatchSplit": BatchSplit,
+                               "Fuse": Fuse, "Split": Split, "Stack": Stack})
+        return model
+
     def trainer_class(self):
         from adapters import AdapterTrainer
 
@@ -113,8 +134,7 @@ class AdaptersBackend(Backend):
     def cast(self, model, dtype):
         # adapters makes its modules under the default dtype (LoRAConfig / ReftConfig dtype=None; nn.Linear in the
         # bottlenecks), whatever the model's: its own call moves them to the model's dtype
-        for name in model.adapters_config.adapters:
-            model.adapter_to(name, dtype=dtype)
+        exec(CAST, {"model": model, "dtype": dtype})
         return model
 
     def repro(self, method, arch, task, model) -> dict:
@@ -125,7 +145,44 @@ class AdaptersBackend(Backend):
                 "second": f"model.add_adapter({NAMES[1]!r}, config=adapters.AdapterConfig.load(METHOD_CONFIG))\n"
                           f"model.train_adapter({list(NAMES)!r})\n"
                           f"if DTYPE != 'float32':\n    model.adapter_to({NAMES[1]!r}, dtype=getattr(torch, DTYPE))",
-                "activate": f"model.set_active_adapters({NAMES!r}[index])", "trainer": "adapters.AdapterTrainer"}
+                "activate": f"model.set_active_adapters({NAMES!r}[index])", "trainer": "adapters.AdapterTrainer",
+                "compose": {r: f"from adapters.composition import Average, BatchSplit, Fuse, Split, Stack\n"
+                               f"NAMES = {NAMES!r}\n"
+                               f"model.add_adapter(NAMES[1], config=adapters.AdapterConfig.load(METHOD_CONFIG))\n{src}\n"
+                               f"if DTYPE != 'float32':\n    dtype = getattr(torch, DTYPE)\n"
+                               + textwrap.indent(CAST, "    ")
+                            for r, src in COMPOSE.items()}}
+
+
+# the compose_* recipes, as the statements a user writes (a repro script holds the same text)
+COMPOSE = {
+    "compose_stack": "model.train_adapter(Stack(*NAMES))",
+    "compose_fuse": "model.add_adapter_fusion(Fuse(*NAMES))\nmodel.train_adapter_fusion(Fuse(*NAMES))",
+    "compose_average": "model.train_adapter(Average(*NAMES, weights=[0.5, 0.5]))",
+    "compose_batchsplit": "model.train_adapter(BatchSplit(*NAMES, batch_sizes=[1, 1]))",
+    "compose_split": "model.train_adapter(Split(*NAMES, splits=[4, 6]))",
+}
+# after attaching, in a run that is not float32: every adapter and fusion layer in the model's dtype
+CAST = ("for name in model.adapters_config.adapters:\n    model.adapter_to(name, dtype=dtype)\n"
+        "for fusion in model.adapters_config.fusions:\n    model.adapter_fusion_to(fusion.split(','), dtype=dtype)")
+BLOCKS = {"compose_stack": "Stack", "compose_fuse": "Fuse", "compose_average": "Average",
+          "compose_batchsplit": "BatchSplit", "compose_split": "Split"}
+# the adapter layers a method's config makes (their classes declare the composition blocks they support)
+_BOTTLENECK = ("seq_bn", "seq_bn_inv", "double_seq_bn", "double_seq_bn_inv", "par_bn", "scaled_par_bn", "adapter+",
+               "compacter", "compacter++")
+LAYERS = {**dict.fromkeys(_BOTTLENECK, ("bottleneck.BottleneckLayer",)),
+          **dict.fromkeys(("lora", "dora", "dvora", "ia3", "vera"), ("lora.LoRALinear",)),
+          **dict.fromkeys(("prefix_tuning", "prefix_tuning_flat"), ("prefix_tuning.PrefixTuningLayer",)),
+          "mam": ("prefix_tuning.PrefixTuningLayer", "bottleneck.BottleneckLayer"),
+          "unipelt": ("prefix_tuning.PrefixTuningLayer", "bottleneck.BottleneckLayer", "lora.LoRALinear")}
+
+
+def _supported(layer: str) -> set[str]:
+    """The composition blocks an adapters layer class declares (supported_compositions)."""
+    import importlib
+
+    module, cls = layer.rsplit(".", 1)
+    return {c.__name__ for c in getattr(importlib.import_module(f"adapters.methods.{module}"), cls).supported_compositions}
 
 
 def make() -> Backend:
@@ -138,9 +195,14 @@ def make() -> Backend:
         name="adapters",
         methods=METHODS,
         missing=missing,
+        compositions=tuple(COMPOSE),
+        compositions_missing="peft's composition (several adapters active, add_weighted_adapter), not adapters'; "
+                             "adapters' Parallel is no recipe: it replicates the batch, whose outputs need "
+                             "AdapterModel heads, and the matrix's models carry transformers' heads",
         unsupported_patterns=(
             r"use_reentrant=True is not supported",          # adapters' gradient_checkpointing_enable
             r"not supported by (the|this) model|does not support|is not supported for",  # method refusals
             r"Model has no enable_input_require_grads",
+            r"Invalid adapter setup\. Cannot use \w+\[",   # a composition block the layer does not take
         ),
     )

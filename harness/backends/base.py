@@ -63,6 +63,8 @@ class Backend:
     missing: str | None = None   # why the library cannot be imported, if it cannot
     reference_arch: str = "bert"  # where the default tier tries every method and axis value
     second_adapter: bool = True   # a second adapter of a method can go on the model (the switch recipe)
+    compositions: tuple[str, ...] = ()   # the compose_* recipes the library has (harness.train.RECIPES)
+    compositions_missing: str = ""       # why it has none of the others
 
     # The three calls a run makes, overridden per backend:
     def setup(self, model):
@@ -76,6 +78,16 @@ class Backend:
     def attach_second(self, model, arch: ArchSpec, task: str, method: MethodSpec):
         """Add a second adapter of the method (the switch recipe), both trainable; returns the model."""
         raise NotImplementedError(f"backend {self.name} has no second adapter")
+
+    def compose(self, model, arch: ArchSpec, task: str, method: MethodSpec, recipe: str):
+        """Add a second adapter of the method and compose the two as the compose_* `recipe` says; returns the
+        model to train."""
+        raise NotImplementedError(f"backend {self.name} composes no adapters")
+
+    def composes(self, recipe: str, method: MethodSpec, arch: ArchSpec | None = None) -> str | None:
+        """None when `method` (on `arch`, when given) can be composed by the compose_* `recipe` (one of
+        `compositions`), else why not."""
+        return None
 
     def activate(self, model, index: int):
         """Make the index-th adapter (0: attach's, 1: attach_second's) the active one, as the library's users do."""

@@ -20,4 +20,5 @@ METHODS = {"full": MethodSpec("full", lambda arch, task: None, traits=frozenset(
 
 
 def make() -> Backend:
-    return FullBackend(name="full", methods=METHODS, gc_modes=GC_MODES + extra_gc_modes(), second_adapter=False)
+    return FullBackend(name="full", methods=METHODS, gc_modes=GC_MODES + extra_gc_modes(), second_adapter=False,
+                       compositions_missing="no adapters to compose: full fine-tuning trains the model itself")

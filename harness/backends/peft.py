@@ -365,6 +365,18 @@ class PeftBackend(Backend):
     def activate(self, model, index):
         model.set_adapter(NAMES[index])
 
+    def composes(self, recipe, method, arch=None):
+        if recipe == "compose_weighted" and method.name not in WEIGHTED:
+            return "add_weighted_adapter combines LoRA adapters (LoraConfig methods) only"
+        if recipe == "compose_active" and method.name in ONE_ACTIVE:
+            return ("a prompt-learning method: model.base_model is the transformers model, whose set_adapter is "
+                    "transformers' own (adaption prompt's takes one name)")
+        return None
+
+    def compose(self, model, arch, task, method, recipe):
+        exec(COMPOSE[recipe], {"model": model, "NAMES": NAMES, "NAME": NAME, "copy": __import__("copy")})
+        return model
+
     def repro(self, method, arch, task, model) -> dict:
         if method.name == "xlora":
             raise NotImplementedError("xlora loads its LoRA experts from disk: no standalone repro")
@@ -378,7 +390,8 @@ class PeftBackend(Backend):
                 "attach": f"model = peft.get_peft_model(model, peft.get_peft_config(METHOD_CONFIG), "
                           f"adapter_name={NAME!r})", "batch_extra": extra,
                 "second": f"model.add_adapter({NAMES[1]!r}, copy.deepcopy(model.peft_config[{NAME!r}]))",
-                "activate": f"model.set_adapter({NAMES!r}[index])"}
+                "activate": f"model.set_adapter({NAMES!r}[index])",
+                "compose": {r: f"NAMES, NAME = {NAMES!r}, {NAME!r}\n{src}" for r, src in COMPOSE.items()}}
 
     def _attach_xlora(self, model, arch, task, config):
         """X-LoRA mixes LoRA experts loaded from checkpoints: save two (non-zero) LoRA adapters of this
@@ -416,6 +429,20 @@ def _pass_task_ids(module, args, kwargs):
     return args, kwargs
 
 
+WEIGHTED = ("lora", "dora", "rslora", "lora_mts")
+# prompt learning and adaption prompt: no tuner layers that several adapters can be active in
+ONE_ACTIVE = ("prompt_tuning", "p_tuning", "prefix_tuning", "cartridge", "multitask_prompt_tuning", "cpt",
+              "adaption_prompt")   # the LoraConfig methods: what add_weighted_adapter combines
+# the compose_* recipes, as the statements a user writes (a repro script holds the same text)
+COMPOSE = {
+    "compose_active": "model.add_adapter(NAMES[1], copy.deepcopy(model.peft_config[NAME]))\n"
+                      "model.base_model.set_adapter(list(NAMES))",
+    "compose_weighted": "model.add_adapter(NAMES[1], copy.deepcopy(model.peft_config[NAME]))\n"
+                        "model.add_weighted_adapter(list(NAMES), [0.5, 0.5], 'combined', combination_type='cat')\n"
+                        "model.set_adapter('combined')",
+}
+
+
 def make() -> Backend:
     try:
         import peft  # noqa: F401
@@ -431,6 +458,8 @@ def make() -> Backend:
         name="peft",
         methods=methods,
         missing=missing,
+        compositions=tuple(COMPOSE),
+        compositions_missing="adapters' composition blocks (Stack, Fuse, ...) are not peft's",
         unsupported_patterns=(
             # peft_model._setup_prompt_encoder: prefix tuning / cartridge with checkpointing on
             r"does not work with gradient checkpointing",
@@ -438,6 +467,12 @@ def make() -> Backend:
             r"Unsupported model type for adaption prompt",
             r"supports only 1 trainable adapter",   # AdaLoRA: a second adapter (the switch recipe)
             r"does not support multiple adapters when",   # ShadowPEFT with a sequence classifier
+            # several adapters active at once (the compose_active recipe), refused:
+            r"Only one adapter can be set at a time for ModulesToSaveWrapper",   # a task head in modules_to_save
+            r"does not allow inference with more than one adapter",   # LN tuning
+            r"requires exactly one active adapter",   # ShadowPEFT
+            r"Only disjunct token indices are currently supported",   # trainable tokens
+            r"Cannot add weighted adapters if they target the same module with modules_to_save",
             r"only supports task_type",
             # lora forward hooks (aLoRA) under checkpointing
             r"Multiple invocations of PEFT forward hooks before \.backward\(\) with enabled gradient checkpointing",

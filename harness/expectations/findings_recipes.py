@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..outcomes import Outcome
 from .entry import Expect
-from .groups import A, ADAPTERS_SRC, P, PEFT_SRC, TF_SRC
+from .groups import A, ADAPTERS_SRC, P, PEFT_SRC, TF5, TF_SRC
 
 # adapters' methods whose modules read parameters shared across layers from the ForwardContext by adapter name
 SHARED_PARAMETERS = ("compacter", "compacter++", "dvora", "vera", "mam", "prefix_tuning", "prefix_tuning_flat",
@@ -21,6 +21,12 @@ ENTRIES: list[Expect] = [
            "as `aux_loss.to(...)` where the loss function returned the int 0; NLLB-MoE's load-balancing loss "
            "multiplies router probabilities and expert counts of other shapes on a padded batch (seen on 4.57.6)",
            f"{TF_SRC}/models/doge/modeling_doge.py#L795", {"transformers": "<5"}),
+    Expect({"recipe": "aux_outputs", "arch": ("flint", "nllb-moe", "nemo_speechlm")}, Outcome.ERROR,
+           "with the recipe's settings the plain run fails in transformers 5: Flint's and NLLB-MoE's load-balancing "
+           "loss indexes the router logits it collected, an empty tuple ('tuple index out of range' at "
+           "gate_logits[0]); NeMo SpeechLM's audio encoder in eager attention multiplies 8-head weights with "
+           "4-head values (no repeat of the grouped keys and values; seen on 5.24.0)",
+           f"{TF5}/models/nllb_moe/modeling_nllb_moe.py#L975", {"transformers": ">=5"}),
     Expect({"recipe": "aux_outputs", "gc_mode": "reentrant", "arch": "trait:records_attentions"}, Outcome.MISMATCH,
            "a loss term on outputs.attentions gets no gradient under reentrant checkpointing: these models collect "
            "attentions with forward hooks on their attention modules (_can_record_outputs / OutputRecorder), inside "

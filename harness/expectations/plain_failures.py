@@ -6,6 +6,29 @@ from .entry import Expect
 from .groups import (A, ADAPTERS_SRC, ENC_DEC, FUSED_EXPERTS_5, FUSED_QKV, GQA, P, PEFT_SRC, PREFIX_CACHE_ARCHS, TF5)
 
 ENTRIES: list[Expect] = [
+    # ---- with a training recipe's settings (harness/train.py RECIPES) --------------------------
+    Expect({**A, "recipe": "compose_stack", "arch": "llama", "method": ("lora", "dora", "unipelt")}, Outcome.ERROR,
+           "adapters' Stack of two LoRAs feeds the first LoRA's output to the second as its input, which only fits a "
+           "square projection: Llama's k/v projections (32 -> 16, grouped-query attention) fail without "
+           "checkpointing ('mat1 and mat2 shapes cannot be multiplied (20x16 and 32x4)'; seen on 4.57.6)",
+           f"{ADAPTERS_SRC}/methods/lora.py", {"adapters": ">=1.2"}),
+    Expect({**A, "recipe": "compose_stack", "arch": ("t5", "bart"), "method": ("lora", "vera")}, Outcome.ERROR,
+           "adapters' Stack of two LoRAs on its encoder-decoder models trains nothing without checkpointing: adapters "
+           "warns 'There are adapters available but none are activated for the forward pass' and no LoRA gets a "
+           "gradient (a vacuous baseline; seen on 4.57.6)", f"{ADAPTERS_SRC}/methods/lora.py", {"adapters": ">=1.2"}),
+    Expect({**A, "recipe": "compose_fuse", "arch": ("gpt2", "llama", "t5", "bart"),
+            "method": ("par_bn", "scaled_par_bn")}, Outcome.ERROR,
+           "AdapterFusion of two parallel bottlenecks: the fusion layer, the only thing train_adapter_fusion trains, "
+           "gets no non-zero gradient in plain training (a vacuous baseline; BERT's does; seen on 4.57.6)",
+           f"{ADAPTERS_SRC}/methods/bottleneck.py", {"adapters": ">=1.2"}),
+    Expect({**P, "recipe": "compose_active", "arch": "llama", "method": "c3a"}, Outcome.ERROR,
+           "two active C3A adapters on Llama fail without checkpointing ('shape [2, 10, 4, 8] is invalid for input "
+           "of size 320': the grouped-query k/v projection; seen on 4.57.6)", f"{PEFT_SRC}/tuners/c3a",
+           {"peft": ">=0.18"}),
+    Expect({**P, "recipe": "compose_active", "method": "xlora"}, Outcome.ERROR,
+           "model.base_model.set_adapter([...]) on X-LoRA calls XLoraModel._mark_only_adapters_as_trainable with an "
+           "argument it does not take (TypeError), without checkpointing", f"{PEFT_SRC}/tuners/xlora/model.py",
+           {"peft": ">=0.18"}),
     # ---- the baseline itself fails inside the library (not checkpointing findings) ------------
     Expect({**P, "arch": ("clip_text_model", "flava")}, Outcome.ERROR,
            "peft's task wrapper (SEQ_CLS / FEATURE_EXTRACTION) passes inputs_embeds, which CLIPTextModel and FlavaModel "

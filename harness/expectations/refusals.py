@@ -17,6 +17,23 @@ ENTRIES: list[Expect] = [
     Expect({**A, "gc_mode": "reentrant"}, Outcome.UNSUPPORTED, ADAPTERS_REENTRANT,
            "https://github.com/adapter-hub/adapters/pull/759", {"adapters": ">=1.1.0"}, refuses_checkpointing=True),
     # ---- the libraries refuse the method, with their own documented error ----------------------
+    Expect({**P, "recipe": "compose_*", "task": ("seq_cls", "token_cls", "image_cls", "audio_cls")},
+           Outcome.UNSUPPORTED,
+           "peft's task wrapper keeps the task head in modules_to_save, whose wrapper takes one adapter at a time "
+           "('Only one adapter can be set at a time for ModulesToSaveWrapper'; add_weighted_adapter: 'Cannot add "
+           "weighted adapters if they target the same module with modules_to_save')",
+           f"{PEFT_SRC}/utils/other.py", {"peft": ">=0.14"}, unless={"method": "xlora"}),   # X-LoRA fails before
+    Expect({**P, "recipe": "compose_*", "method": "lora_mts"}, Outcome.UNSUPPORTED,
+           "as above: LoRA with modules_to_save, on any task", f"{PEFT_SRC}/utils/other.py", {"peft": ">=0.14"}),
+    Expect({**P, "recipe": "compose_active", "method": ("ln_tuning", "shadow", "trainable_tokens", "adalora")},
+           Outcome.UNSUPPORTED,
+           "the method refuses two active adapters (LN tuning: 'does not allow inference with more than one adapter'; "
+           "ShadowPEFT: 'requires exactly one active adapter'; trainable tokens: 'Only disjunct token indices'; "
+           "AdaLoRA: one trainable adapter)", f"{PEFT_SRC}/tuners", {"peft": ">=0.18"}),
+    Expect({**A, "recipe": "compose_*", "arch": "gpt2", "method": ("lora", "ia3", "unipelt")}, Outcome.UNSUPPORTED,
+           "adapters' LoRA on GPT-2's fused Conv1D (LoRAMergedLinear) takes no composition block ('Invalid adapter "
+           "setup. Cannot use Stack[cell, cell2] with LoRA')", f"{ADAPTERS_SRC}/methods/lora.py#L1065",
+           {"adapters": ">=1.2"}),
     Expect({**P, "recipe": "switch", "method": "adalora"}, Outcome.UNSUPPORTED,
            "AdaLoRA refuses a second trainable adapter ('AdaLoraModel supports only 1 trainable adapter')",
            f"{PEFT_SRC}/tuners/adalora/model.py", {"peft": ">=0.18"}),
