@@ -17,14 +17,18 @@ ENTRIES: list[Expect] = [
     Expect({**A, "gc_mode": "reentrant"}, Outcome.UNSUPPORTED, ADAPTERS_REENTRANT,
            "https://github.com/adapter-hub/adapters/pull/759", {"adapters": ">=1.1.0"}, refuses_checkpointing=True),
     # ---- the libraries refuse the method, with their own documented error ----------------------
-    Expect({**P, "recipe": "compose_*", "task": ("seq_cls", "token_cls", "image_cls", "audio_cls")},
+    Expect({**P, "recipe": "compose_active", "task": ("seq_cls", "token_cls", "image_cls", "audio_cls")},
            Outcome.UNSUPPORTED,
            "peft's task wrapper keeps the task head in modules_to_save, whose wrapper takes one adapter at a time "
-           "('Only one adapter can be set at a time for ModulesToSaveWrapper'; add_weighted_adapter: 'Cannot add "
-           "weighted adapters if they target the same module with modules_to_save')",
-           f"{PEFT_SRC}/utils/other.py", {"peft": ">=0.14"}, unless={"method": "xlora"}),   # X-LoRA fails before
+           "('Only one adapter can be set at a time for ModulesToSaveWrapper'; peft 0.14 takes two)",
+           f"{PEFT_SRC}/utils/other.py", {"peft": ">=0.18"}, unless={"method": "xlora"}),   # X-LoRA fails before
+    Expect({**P, "recipe": "compose_weighted", "task": ("seq_cls", "token_cls", "image_cls", "audio_cls")},
+           Outcome.UNSUPPORTED,
+           "add_weighted_adapter refuses adapters whose task head is in modules_to_save ('Cannot add weighted "
+           "adapters if they target the same module with modules_to_save')", f"{PEFT_SRC}/tuners/lora/model.py",
+           {"peft": ">=0.14"}),
     Expect({**P, "recipe": "compose_*", "method": "lora_mts"}, Outcome.UNSUPPORTED,
-           "as above: LoRA with modules_to_save, on any task", f"{PEFT_SRC}/utils/other.py", {"peft": ">=0.14"}),
+           "as above: LoRA with modules_to_save, on any task", f"{PEFT_SRC}/utils/other.py", {"peft": ">=0.18"}),
     Expect({**P, "recipe": "compose_active", "method": ("ln_tuning", "shadow", "trainable_tokens", "adalora")},
            Outcome.UNSUPPORTED,
            "the method refuses two active adapters (LN tuning: 'does not allow inference with more than one adapter'; "
