@@ -37,7 +37,7 @@ def run_cli(*args):
 
 @pytest.mark.parametrize("args, needle", [
     (["--arch", "bert,nope"], "unknown arch 'nope'; valid: "),
-    (["--backend", "keras"], "unknown backend 'keras'; valid: adapters, peft, full"),
+    (["--backend", "keras"], "unknown backend 'keras'; valid: adapters, peft, transformers_peft, full"),
     (["--gc-mode", "sometimes"], "unknown gc_mode 'sometimes'; valid: non_reentrant, reentrant"),
     (["--inputs", "masked,x"], "unknown inputs 'x'"),
     (["--order", "later"], "unknown order 'later'"),

@@ -20,7 +20,7 @@ from harness.run import Options, Runner
 from harness.train import RECIPES
 
 REFERENCE_ARCHS = ("bert", "llama", "t5", "vit")   # encoder, decoder-only, encoder-decoder, vision
-METHOD = {"adapters": "lora", "peft": "lora", "full": "full"}
+METHOD = {"adapters": "lora", "peft": "lora", "transformers_peft": "lora", "full": "full"}
 
 
 def in_recompute() -> bool:

@@ -7,6 +7,19 @@ from .entry import Expect
 from .groups import (A, ADAPTERS_SRC, CROSS_ATTENTION_IMAGE, ENC_DEC, FRONT_PATCH_EMBED, FRONT_PROJECTION, INPUT_GRAD, KV_SHARING, NO_INPUT_EMBEDDINGS_5, P, PEFT_SRC, PREFIX_CACHE_ARCHS, TF5, TF_SRC, THROUGH_LAYERS, VISION_TOWERS_HOOKED_5, WEIGHT)
 
 ENTRIES: list[Expect] = [
+    Expect({"backend": "transformers_peft", "gc_mode": "reentrant", "order": "gc_first", "method": "trait:weight"},
+           (Outcome.GC_ERROR, Outcome.MISSING_GRAD),
+           "transformers' gradient_checkpointing_enable calls enable_input_require_grads only when an adapter is "
+           "already loaded (_hf_peft_config_loaded); enabled before add_adapter, nothing makes the layer inputs "
+           "require grad and add_adapter does not either, so reentrant checkpointing cuts the adapters' gradients "
+           "(the loss has no grad_fn when every trainable tensor is inside the layers). get_peft_model does it "
+           "(peft's _prepare_model_for_gradient_checkpointing); adapter_first and non-reentrant train",
+           f"{TF_SRC}/modeling_utils.py", {"transformers": ">=4.35"}),
+    Expect({"backend": "transformers_peft", "gc_mode": "reentrant", "order": "gc_first", "method": "ln_tuning",
+            "arch": ("gpt2", "llama", "t5")}, Outcome.MISSING_GRAD,
+           "as above for LN tuning where no adapted LayerNorm comes before the first checkpointed layer (BERT's "
+           "embedding LayerNorm makes the layer inputs require grad; seen on 4.57.6)",
+           f"{TF_SRC}/modeling_utils.py", {"transformers": ">=4.35"}),
     Expect({"arch": KV_SHARING, "gc_mode": "reentrant", "method": THROUGH_LAYERS}, Outcome.MISMATCH,
            "the KV-sharing layers (the last num_kv_shared_layers) reuse the keys and values of an earlier layer, "
            "handed over in shared_kv_states, a dict passed by keyword: reentrant checkpointing runs each layer "

@@ -144,5 +144,6 @@ NORM_BEFORE_LAYERS = (
     "blip-2", "kosmos-2")
 A = {"backend": "adapters"}
 P = {"backend": "peft"}
+TP = {"backend": "transformers_peft"}   # peft's methods through transformers' add_adapter
 PEFT_SRC = "https://github.com/huggingface/peft/blob/v0.21.2/src/peft"
 CONV1D = ("gpt2", "gpt-sw3")                          # transformers' Conv1D instead of nn.Linear (gpt-sw3 is GPT-2)

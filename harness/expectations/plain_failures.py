@@ -3,9 +3,27 @@ from __future__ import annotations
 
 from ..outcomes import Outcome
 from .entry import Expect
-from .groups import (A, ADAPTERS_SRC, ENC_DEC, FUSED_EXPERTS_5, FUSED_QKV, GQA, P, PEFT_SRC, PREFIX_CACHE_ARCHS, TF5)
+from .groups import (A, ADAPTERS_SRC, TF_SRC, ENC_DEC, FUSED_EXPERTS_5, FUSED_QKV, GQA, P, PEFT_SRC, PREFIX_CACHE_ARCHS, TF5)
 
 ENTRIES: list[Expect] = [
+    Expect({"backend": "transformers_peft", "method": "adalora"}, Outcome.ERROR,
+           "transformers' add_adapter passes low_cpu_mem_usage to the tuner, which peft 0.14's AdaLoraModel does not "
+           "take (TypeError), without checkpointing", f"{PEFT_SRC}/tuners/adalora/model.py", {"peft": "<0.15"}),
+    Expect({"backend": "transformers_peft", "arch": "llama4_text",
+            "method": ("adalora", "beft", "deft", "delora", "dora", "fourierft", "hira", "ia3", "lily", "loha", "lokr",
+                       "lora", "lora_mts", "peanut", "psoft", "randlora", "rslora", "shira", "supertuning",
+                       "waveft")}, Outcome.ERROR,
+           "Llama 4's router is an nn.Linear subclass whose forward returns a tuple (scores, logits): the linear "
+           "targets (as 'all-linear' picks them) include it, and the adapted layer adds its delta to a tuple ('tuple' "
+           "object has no attribute 'dtype', 'can only concatenate tuple'; SHiRA's rank is too large for the router's "
+           "4 outputs), without checkpointing (the peft backend's task wrapper fails on this model before; seen on "
+           "4.57.6)", f"{TF_SRC}/models/llama4/modeling_llama4.py#L159", {"transformers": "<5"}),
+    Expect({"backend": "transformers_peft", "method": "adalora"}, Outcome.ERROR,
+           "transformers' add_adapter passes low_cpu_mem_usage to the tuner, which peft 0.14's AdaLoraModel does not "
+           "take (TypeError), without checkpointing", f"{PEFT_SRC}/tuners/adalora/model.py", {"peft": "<0.15"}),
+    Expect({"backend": "transformers_peft", "arch": "llama4_text", "method": "glora"}, Outcome.UNSUPPORTED,
+           "GLoRA refuses Llama 4's router ('Target module Llama4Router ... is not supported')",
+           f"{PEFT_SRC}/tuners/glora", {"transformers": "<5"}),
     # ---- with a training recipe's settings (harness/train.py RECIPES) --------------------------
     Expect({**A, "recipe": "compose_stack", "arch": "llama", "method": ("lora", "dora", "unipelt")}, Outcome.ERROR,
            "adapters' Stack of two LoRAs feeds the first LoRA's output to the second as its input, which only fits a "

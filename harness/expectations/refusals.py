@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ..outcomes import Outcome
 from .entry import Expect
-from .groups import (A, ADAPTERS_REENTRANT, ADAPTERS_SRC, CONV1D, LINEAR_ONLY, NO_PROMPT_TUNING, P, PEFT_SRC, TF5, TF_SRC)
+from .groups import (A, ADAPTERS_REENTRANT, ADAPTERS_SRC, CONV1D, LINEAR_ONLY, NO_PROMPT_TUNING, P, PEFT_SRC, TF5, TF_SRC,
+                     TP)
 
 ENTRIES: list[Expect] = [
     # ---- the libraries refuse checkpointing, with their own documented error -------------------
@@ -44,6 +45,23 @@ ENTRIES: list[Expect] = [
     Expect({**P, "recipe": "switch", "method": "shadow", "task": "seq_cls"}, Outcome.UNSUPPORTED,
            "ShadowPEFT refuses a second adapter when one uses sequence classification (its classifier is "
            "shared)", f"{PEFT_SRC}/tuners/shadow", {"peft": ">=0.21"}),
+    # transformers' add_adapter (peft's inject_adapter_in_model underneath) refuses what needs a PeftModel
+    Expect({**TP, "method": ("frod", "pvera", "pvera_seeded", "tinylora", "unilora", "vblora", "vera")},
+           Outcome.UNSUPPORTED,
+           "inject_adapter_in_model refuses methods whose adapters share state that a PeftModel keeps ('does not "
+           "support PeftType.VERA because ...'): transformers' add_adapter cannot add them",
+           f"{PEFT_SRC}/mapping.py", {"peft": ">=0.18"}),
+    Expect({**TP, "method": ("adaption_prompt", "cartridge", "cpt", "p_tuning", "prefix_tuning", "prompt_tuning",
+                             "shadow")}, Outcome.UNSUPPORTED,
+           "create_and_replace refuses prompt learning, adaption prompt and ShadowPEFT ('does not support prompt "
+           "learning, adaption prompt ...'): transformers' add_adapter cannot add them",
+           f"{PEFT_SRC}/mapping.py", {"peft": ">=0.14"}),
+    Expect({**TP, "arch": CONV1D, "method": LINEAR_ONLY}, Outcome.UNSUPPORTED,
+           "as with get_peft_model: the method supports nn.Linear only and refuses transformers' Conv1D layers",
+           f"{PEFT_SRC}/tuners/tuners_utils.py", {"peft": ">=0.17"}),
+    Expect({**TP, "arch": CONV1D, "method": "osf"}, Outcome.ERROR,
+           "OSF skips GPT-2's Conv1D layers, so add_adapter injects nothing and transformers raises ('Did not "
+           "succeeded in setting the adapter'), without checkpointing", f"{PEFT_SRC}/tuners/osf", {"peft": ">=0.18"}),
     Expect({**P, "arch": CONV1D, "method": LINEAR_ONLY}, Outcome.UNSUPPORTED,
            "the method supports nn.Linear only and refuses transformers' Conv1D layers",
            f"{PEFT_SRC}/tuners/tuners_utils.py", {"peft": ">=0.17"}),
