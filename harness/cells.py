@@ -132,7 +132,7 @@ def default_tier(backend: str) -> list[Cell]:
         if c is not None:
             chosen.setdefault(c.id, c)
 
-    for arch in archs.values():                       # every arch once
+    for arch in archs.values() if be.every_arch_in_default else [ref]:   # every arch once
         add(first(arch, arch.primary_task, default_method) or first(arch, arch.primary_task))
     for name in be.methods:                           # every method once, on the first arch it applies to
         for arch in [ref, *archs.values()]:

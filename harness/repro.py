@@ -65,11 +65,14 @@ def _tensor_source(t: torch.Tensor) -> str:
     return f"exact({tuple(t.shape)!r}, {dtype!r}, (\n{lines}))"
 
 
-def _batches_source(arch, task, model, inputs, steps, seed) -> str:
+def _batches_source(arch, task, model, inputs, steps, seed, method=None) -> str:
     out = ["BATCHES = ["]
     for step in range(steps):
         out.append("    {")
-        for k, v in arch.make_batch(task, model, inputs, step, seed).items():
+        batch = arch.make_batch(task, model, inputs, step, seed)
+        if method is not None and method.batch is not None:
+            batch = method.batch(batch)
+        for k, v in batch.items():
             val = _tensor_source(v) if isinstance(v, torch.Tensor) else repr(v)
             out.append(f"    {k!r}: {val},")
         out.append("    },")
@@ -121,7 +124,7 @@ def script(cell_id: str, options: run.Options | None = None, with_outcome: bool 
         config_kwargs={"attn_implementation": "eager"} if cell.recipe == "aux_outputs" else {},
         unsupported=repr(be.unsupported_patterns + backends.base.COMMON_UNSUPPORTED),
         batches=_batches_source(arch, cell.task, model, cell.inputs,
-                                o.steps * train.MICRO_BATCHES.get(cell.recipe, 1), o.seed),
+                                o.steps * train.MICRO_BATCHES.get(cell.recipe, 1), o.seed, method),
         steps=o.steps, seed=o.seed, lr=o.lr, dtype=o.dtype, timeout=o.timeout,
         reentrant=cell.gc_mode == "reentrant", gc_extra=backends.base.EXTRA_GC_MODES.get(cell.gc_mode, {}),
         all_outputs=cell.task == "feature" and type(arch).loss is not ArchSpec.loss, batch_extra=rep.get("batch_extra", "{}"),

@@ -323,6 +323,8 @@ class CellRecipe:
         # made for the transformers model, not for a library's wrapper around it (whose forward signature
         # would hide e.g. decoder_input_ids): the same batch the repro script holds
         batch = self.arch.make_batch(self.task, transformers_model(model), self.inputs, step, self.seed)
+        if self.method.batch is not None:
+            batch = self.method.batch(batch)
         if self.training == "aux_outputs":
             batch.update(AUX_FORWARD)
         return {k: (v.to(self.device) if isinstance(v, torch.Tensor) else v)

@@ -128,8 +128,30 @@ def fill_prompt_dims(config, model):
     return config
 
 
+EXPERTS = MARK + "experts"   # target_parameters: the 3-D expert weights of a mixture-of-experts model
+
+
+class NoExpertParameters(ValueError):
+    """LoRA on expert parameters for a model that keeps its experts as modules."""
+
+
+def expert_parameters(model) -> list[str]:
+    """The names of a mixture-of-experts model's 3-D expert weights (fused experts: `...experts.gate_up_proj`), as
+    target_parameters takes them: the part after the layer index, once each."""
+    import re
+
+    names = {re.sub(r"^.*?\.\d+\.", "", n) for n, p in model.named_parameters() if p.dim() == 3 and ".experts." in n}
+    return sorted(names)
+
+
 def resolve_config(config, model):
-    """Replace a marker in ``config.target_modules`` (and IA3's feedforward_modules) in place."""
+    """Replace a marker in ``config.target_modules`` (and IA3's feedforward_modules, LoRA's target_parameters) in
+    place."""
+    if getattr(config, "target_parameters", None) == [EXPERTS]:
+        config.target_parameters = expert_parameters(model)
+        if not config.target_parameters:
+            raise NoExpertParameters("target_parameters: the model keeps its experts as modules, it has no 3-D "
+                                     "expert parameters")
     tm = getattr(config, "target_modules", None)
     if isinstance(tm, str) and tm.startswith(MARK):
         config.target_modules = set(resolve(tm, model))

@@ -108,6 +108,8 @@ class AdaptersBackend(Backend):
         model.set_active_adapters(NAMES[index])
 
     def composes(self, recipe, method, arch=None):
+        if self.missing:   # the layers' declarations are the library's
+            return self.missing
         block, layers = BLOCKS[recipe], LAYERS.get(method.name, ())
         if not layers:
             return f"{method.name} makes no adapter layer that composes (none declares supported_compositions)"

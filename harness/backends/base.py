@@ -48,6 +48,8 @@ class MethodSpec:
     applies: Callable[[ArchSpec, str], str | None] = lambda arch, task: None
     notes: str = ""
     traits: frozenset[str] = frozenset()   # keys of TRAITS
+    # (batch) -> batch: what the method needs its inputs to hold (aLoRA: its invocation tokens), as a user's data has it
+    batch: Callable[[dict], dict] | None = None
 
 
 @dataclass
@@ -62,6 +64,7 @@ class Backend:
     arch_support: Callable[[ArchSpec], str | None] = lambda arch: None
     missing: str | None = None   # why the library cannot be imported, if it cannot
     reference_arch: str = "bert"  # where the default tier tries every method and axis value
+    every_arch_in_default: bool = True   # the default tier tries every arch once (not where another backend does)
     second_adapter: bool = True   # a second adapter of a method can go on the model (the switch recipe)
     compositions: tuple[str, ...] = ()   # the compose_* recipes the library has (harness.train.RECIPES)
     compositions_missing: str = ""       # why it has none of the others

@@ -221,8 +221,40 @@ def _xlora(arch, task):
                             **_common(peft.XLoraConfig, arch, task))
 
 
+ALORA_INVOCATION = [7, 8]   # aLoRA's invocation tokens: the adapter acts from where they occur on
+
+
+def _alora_applies(arch: ArchSpec, task: str) -> str | None:
+    return None if task == "causal_lm" else "aLoRA activates on invocation tokens in a causal LM's prompt"
+
+
+def _with_invocation(batch: dict) -> dict:
+    """The batch with aLoRA's invocation tokens in every row, 4 tokens before its end (content under left padding
+    too), in the labels as well, as a prompt that invokes the adapter holds them."""
+    import torch
+
+    ids = batch.get("input_ids")
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.shape[1] < 6:
+        return batch
+    at = ids.shape[1] - 4
+    out = dict(batch)
+    for key in ("input_ids", "labels"):
+        t = batch.get(key)
+        if isinstance(t, torch.Tensor) and t.shape == ids.shape:
+            t = t.clone()
+            t[:, at:at + len(ALORA_INVOCATION)] = torch.tensor(ALORA_INVOCATION)
+            out[key] = t
+    return out
+
+
+def _moe(arch: ArchSpec, task: str) -> str | None:
+    from ..archs.base import arch_traits
+
+    return None if "routes_experts" in arch_traits(arch.mtype) else "LoRA on expert parameters: not a mixture of experts"
+
+
 def _lora_kw(**kw):
-    return dict(r=4, lora_alpha=8, lora_dropout=0.1, **kw)
+    return {"r": 4, "lora_alpha": 8, "lora_dropout": 0.1, **kw}
 
 
 _PROMPT = {"num_virtual_tokens": 4}
@@ -238,6 +270,15 @@ METHODS = {m.name: m for m in [
     MethodSpec("lora", _cfg("LoraConfig", _map("LORA"), **_lora_kw()), traits=W),
     MethodSpec("dora", _cfg("LoraConfig", _map("LORA"), **_lora_kw(use_dora=True)), traits=W),
     MethodSpec("rslora", _cfg("LoraConfig", _map("LORA"), **_lora_kw(use_rslora=True)), traits=W),
+    MethodSpec("lora_bias", _cfg("LoraConfig", _map("LORA"), **_lora_kw(lora_bias=True)),
+               notes="LoRA with a trainable bias on lora_B (lora_bias=True)", traits=W),
+    MethodSpec("lora_experts", _cfg("LoraConfig", None, **_lora_kw(target_modules=[], lora_dropout=0.0,
+                                                                   target_parameters=[T.EXPERTS])),
+               applies=_moe, notes="LoRA on a mixture-of-experts model's 3-D expert weights (target_parameters; "
+                                   "lora.ParamWrapper refuses LoRA dropout)", traits=W),
+    MethodSpec("alora", _cfg("LoraConfig", _map("LORA"), **_lora_kw(alora_invocation_tokens=ALORA_INVOCATION)),
+               applies=_alora_applies, batch=_with_invocation,
+               notes=f"activated LoRA: alora_invocation_tokens={ALORA_INVOCATION}, held by every batch", traits=W),
     MethodSpec("lora_mts", _lora_mts, applies=_has_head, notes="LoRA + modules_to_save of the task head", traits=W),
     MethodSpec("adalora", _cfg("AdaLoraConfig", _map("ADALORA"), init_r=4, target_r=2, lora_alpha=8,
                                tinit=0, tfinal=0, deltaT=1, total_step=3), traits=W),
@@ -306,7 +347,7 @@ _NEEDS_TASK_IDS = ("poly", "multitask_prompt_tuning")
 
 # PeftType name -> methods covering it
 _COVERS = {
-    "LORA": ("lora", "dora", "rslora", "lora_mts"), "ADALORA": ("adalora",), "LOHA": ("loha",),
+    "LORA": ("lora", "dora", "rslora", "lora_mts", "lora_bias", "alora", "lora_experts"), "ADALORA": ("adalora",), "LOHA": ("loha",),
     "LOKR": ("lokr",), "VERA": ("vera",), "PVERA": ("pvera", "pvera_seeded"), "FOURIERFT": ("fourierft",),
     "WAVEFT": ("waveft",), "VBLORA": ("vblora",), "UNILORA": ("unilora",), "RANDLORA": ("randlora",),
     "SHIRA": ("shira",), "C3A": ("c3a",), "ROAD": ("road",), "DELORA": ("delora",), "GRALORA": ("gralora",),
@@ -430,6 +471,8 @@ def _pass_task_ids(module, args, kwargs):
 
 
 WEIGHTED = ("lora", "dora", "rslora", "lora_mts")
+# LoRA variants picked by a LoraConfig field: offered where the installed peft's LoraConfig has it
+NEEDS_FIELD = {"lora_bias": "lora_bias", "alora": "alora_invocation_tokens", "lora_experts": "target_parameters"}
 # prompt learning and adaption prompt: no tuner layers that several adapters can be active in
 ONE_ACTIVE = ("prompt_tuning", "p_tuning", "prefix_tuning", "cartridge", "multitask_prompt_tuning", "cpt",
               "adaption_prompt")   # the LoraConfig methods: what add_weighted_adapter combines
@@ -454,6 +497,8 @@ def make() -> Backend:
         have = set(peft.PeftType.__members__)
         methods = {n: m for n, m in METHODS.items()
                    if any(n in names for t, names in _COVERS.items() if t in have)}
+        methods = {n: m for n, m in methods.items()
+                   if n not in NEEDS_FIELD or NEEDS_FIELD[n] in _fields(peft.LoraConfig)}
     return PeftBackend(
         name="peft",
         methods=methods,
@@ -473,6 +518,7 @@ def make() -> Backend:
             r"requires exactly one active adapter",   # ShadowPEFT
             r"Only disjunct token indices are currently supported",   # trainable tokens
             r"Cannot add weighted adapters if they target the same module with modules_to_save",
+            r"NoExpertParameters",   # lora_experts on a model whose experts are modules
             r"only supports task_type",
             # lora forward hooks (aLoRA) under checkpointing
             r"Multiple invocations of PEFT forward hooks before \.backward\(\) with enabled gradient checkpointing",

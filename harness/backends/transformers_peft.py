@@ -22,7 +22,9 @@ from .peft import NAMES
 # tuning take task_ids in PeftModel's forward
 _WRAPPER_ONLY = {"xlora": "X-LoRA loads its LoRA experts through a PeftModel (get_peft_model), not add_adapter",
                  "poly": "Poly takes task_ids in PeftModel's forward, which add_adapter has none of",
-                 "multitask_prompt_tuning": "takes task_ids in PeftModel's forward, which add_adapter has none of"}
+                 "multitask_prompt_tuning": "takes task_ids in PeftModel's forward, which add_adapter has none of",
+                 "alora": "aLoRA's invocation offsets are found in PeftModel's forward: through add_adapter the "
+                          "adapter never activates (nothing trains)"}
 
 
 def _applies(method: MethodSpec):
@@ -31,7 +33,7 @@ def _applies(method: MethodSpec):
     return applies
 
 
-METHODS = {n: MethodSpec(n, m.make_config, applies=_applies(m), notes=m.notes, traits=m.traits)
+METHODS = {n: MethodSpec(n, m.make_config, applies=_applies(m), notes=m.notes, traits=m.traits, batch=m.batch)
            for n, m in PEFT_METHODS.items()}
 
 
@@ -85,6 +87,8 @@ def make() -> Backend:
         name="transformers_peft",
         methods={n: m for n, m in METHODS.items() if n in peft_backend.methods},
         missing=peft_backend.missing or _integration_missing(),
+        # the peft backend's default tier tries every arch with these methods; this one, its own calls on bert
+        every_arch_in_default=False,
         compositions_missing="its calls are transformers' add_adapter / set_adapter: the compositions are the "
                              "peft and adapters backends'",
         unsupported_patterns=peft_backend.unsupported_patterns + (

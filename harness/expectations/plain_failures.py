@@ -11,8 +11,8 @@ ENTRIES: list[Expect] = [
            "take (TypeError), without checkpointing", f"{PEFT_SRC}/tuners/adalora/model.py", {"peft": "<0.15"}),
     Expect({"backend": "transformers_peft", "arch": "llama4_text",
             "method": ("adalora", "beft", "deft", "delora", "dora", "fourierft", "hira", "ia3", "lily", "loha", "lokr",
-                       "lora", "lora_mts", "peanut", "psoft", "randlora", "rslora", "shira", "supertuning",
-                       "waveft")}, Outcome.ERROR,
+                       "lora", "lora_mts", "lora_bias", "peanut", "psoft", "randlora", "rslora", "shira",
+                       "supertuning", "waveft")}, Outcome.ERROR,
            "Llama 4's router is an nn.Linear subclass whose forward returns a tuple (scores, logits): the linear "
            "targets (as 'all-linear' picks them) include it, and the adapted layer adds its delta to a tuple ('tuple' "
            "object has no attribute 'dtype', 'can only concatenate tuple'; SHiRA's rank is too large for the router's "
@@ -24,6 +24,16 @@ ENTRIES: list[Expect] = [
     Expect({"backend": "transformers_peft", "arch": "llama4_text", "method": "glora"}, Outcome.UNSUPPORTED,
            "GLoRA refuses Llama 4's router ('Target module Llama4Router ... is not supported')",
            f"{PEFT_SRC}/tuners/glora", {"transformers": "<5"}),
+    Expect({**P, "arch": "qwen3_moe", "method": "alora"}, Outcome.ERROR,
+           "aLoRA on a model whose LoRA targets include token-routed expert layers fails without checkpointing: the "
+           "invocation mask is per sequence, the expert sees a subset of the tokens ('The shape of the mask [2] at "
+           "index 0 does not match'; seen on 4.57.6; 5's fused experts are no LoRA target)",
+           f"{PEFT_SRC}/tuners/lora/variants.py", {"peft": ">=0.18", "transformers": "<5"}),
+    Expect({"backend": ("peft", "transformers_peft"), "method": "lora_experts"}, Outcome.UNSUPPORTED,
+           "target_parameters adapts 3-D expert weights; a mixture of experts that keeps its experts as nn.Linear "
+           "modules (transformers 4's Mixtral, Qwen3-MoE, ...) has none (GPT-OSS and Llama 4 have them)",
+           f"{PEFT_SRC}/tuners/lora/layer.py", {"transformers": "<5"},
+           unless={"arch": ("gpt_oss", "llama4_text")}),
     # ---- with a training recipe's settings (harness/train.py RECIPES) --------------------------
     Expect({**A, "recipe": "compose_stack", "arch": "llama", "method": ("lora", "dora", "unipelt")}, Outcome.ERROR,
            "adapters' Stack of two LoRAs feeds the first LoRA's output to the second as its input, which only fits a "
@@ -55,7 +65,8 @@ ENTRIES: list[Expect] = [
            "no linear layer of the tiny Mamba2 that peft accepts (out_proj is refused) has dims divisible by the "
            "block size of the block-structured methods: nothing to adapt", f"{PEFT_SRC}/tuners/tuners_utils.py",
            {"peft": ">=0.18"}),
-    Expect({**P, "arch": "mixtral", "method": ("lora", "dora", "rslora", "lora_mts", "xlora")}, Outcome.ERROR,
+    Expect({**P, "arch": "mixtral", "method": ("lora", "dora", "rslora", "lora_mts", "lora_bias", "alora", "xlora")},
+           Outcome.ERROR,
            "on transformers 5 get_peft_model(mixtral, LoraConfig()) fails without checkpointing ('No `target_modules` "
            "passed but also no `target_parameters` found'): inject_adapter converts the config for v5's fused MoE "
            "(_convert_peft_config_moe) before _prepare_adapter_config fills in the default targets, and the "
@@ -70,7 +81,7 @@ ENTRIES: list[Expect] = [
            "forward does not take on transformers 4 (it does on 5)", f"{PEFT_SRC}/peft_model.py",
            {"peft": ">=0.18", "transformers": "<5"}),
     Expect({**P, "arch": ("clip_text_model", "llama4_text", "flava"),
-            "method": ("lora", "dora", "rslora", "lora_mts")},
+            "method": ("lora", "dora", "rslora", "lora_mts", "lora_bias", "alora")},
            Outcome.ERROR,
            "peft's task wrapper passes inputs this model does not take (attention_mask, inputs_embeds, "
            "decoder ids, output_attentions) or reaches a method it lacks: the peft baseline fails, the full "
