@@ -302,7 +302,7 @@ METHODS = {m.name: m for m in [
     MethodSpec("hira", _cfg("HiraConfig", _map("HIRA"), r=4), traits=W),
     MethodSpec("miss", _cfg("MissConfig", _map("MISS"), "linear/8", r=8), traits=WL),
     MethodSpec("adamss", _cfg("AdamssConfig", _map("ADAMSS"), r=8, num_subspaces=2, subspace_rank=1),
-               applies=_sklearn, traits=W),
+               applies=_sklearn, traits=WL),   # refuses Conv1D: nn.Linear only
     MethodSpec("lily", _cfg("LilyConfig", _map("LILY"), r=4, num_B=2, stride_A=1), traits=WL),
     MethodSpec("frod", _cfg("FrodConfig", _map("FROD"), sparse_rate=0.1, progressbar=False), traits=W),
     MethodSpec("glora", _cfg("GloraConfig", _map("GLORA"), r=4), traits=WL),
