@@ -214,9 +214,12 @@ def resolve(cell: Cell, archs: dict | None = None):
 
 
 def find(cell_id: str) -> Cell:
+    """The cell with this id: only the cells of the archs the id can start with are made (an arch's name may hold
+    a hyphen, so each arch whose name fits is tried)."""
     for b in backends.BACKEND_NAMES:
         if cell_id.startswith(b + "-"):
-            for c in full_product(b):
+            archs = [a for a in archs_for(b) if cell_id.startswith(f"{b}-{a}-")]
+            for c in full_product(b, archs=archs) if archs else ():
                 if c.id == cell_id:
                     return c
     raise SelectionError(f"no cell has id {cell_id!r}; `python -m harness list` shows the axes")

@@ -44,6 +44,50 @@ def installed_version(dist):
         return None
 
 
+def run_forked(path, timeout: float) -> subprocess.CompletedProcess:
+    """Run a case as `python CASE` would, in a process forked from this worker: its own process (a case may patch
+    whatever it likes), without paying torch's and transformers' imports again (about 3 s a case)."""
+    import multiprocessing
+    import tempfile
+
+    with tempfile.TemporaryFile(mode="w+") as out, tempfile.TemporaryFile(mode="w+") as err:
+        child = multiprocessing.get_context("fork").Process(target=_case_main, args=(str(path), out.fileno(),
+                                                                                       err.fileno()))
+        child.start()
+        child.join(timeout)
+        if child.is_alive():
+            child.kill()
+            child.join()
+            out.seek(0), err.seek(0)
+            raise subprocess.TimeoutExpired(str(path), timeout, output=out.read(), stderr=err.read())
+        out.seek(0), err.seek(0)
+        return subprocess.CompletedProcess([str(path)], child.exitcode, out.read(), err.read())
+
+
+def _case_main(path: str, out_fd: int, err_fd: int):
+    import runpy
+    import traceback
+
+    os.dup2(out_fd, 1), os.dup2(err_fd, 2)
+    sys.stdout, sys.stderr = open(1, "w", closefd=False), open(2, "w", closefd=False)
+    os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONDONTWRITEBYTECODE="1")
+    os.chdir(CASES_DIR.parent)
+    sys.argv = [path]
+    code = 0
+    try:
+        import torch
+
+        torch.set_num_threads(1)   # no OpenMP pool of the parent's in the child
+        runpy.run_path(path, run_name="__main__")
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # noqa: BLE001 - a case that crashes: its traceback, exit 1
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush(), sys.stderr.flush()
+    os._exit(code)
+
+
 def test_cases_found():
     assert CASES, f"no cases found in {CASES_DIR}"
 
@@ -72,19 +116,11 @@ def test_case(case):
     )
     expected = 1 if is_affected else 0
 
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONDONTWRITEBYTECODE="1")
     try:
-        proc = subprocess.run(
-            [sys.executable, str(case)],
-            cwd=str(CASES_DIR.parent),
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT_S,
-        )
+        proc = run_forked(case, TIMEOUT_S)
     except subprocess.TimeoutExpired as exc:
-        out, err = (x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (exc.stdout, exc.stderr))
-        pytest.fail(f"{case.name} timed out after {TIMEOUT_S}s\n--- stdout ---\n{out}\n--- stderr ---\n{err[-5000:]}")
+        pytest.fail(f"{case.name} timed out after {TIMEOUT_S}s\n--- stdout ---\n{exc.stdout}\n--- stderr ---\n"
+                    f"{(exc.stderr or '')[-5000:]}")
 
     state = ", ".join(f"{dist}=={versions[dist]} vs {spec!r}" for dist, spec in affected.items())
     assert proc.returncode == expected, (
