@@ -13,14 +13,15 @@ ENTRIES: list[Expect] = [
            "was saved'): the invocation offsets reach the LoRA layers through hooks that peft registers per forward "
            "(tuners/lora/model.py, for checkpointed layers too); enabled before get_peft_model it trains, and on "
            "transformers 5.24.0 both orders train (seen on 4.57.6, peft 0.21.2; why the order matters is not probed "
-           "further)", "https://github.com/huggingface/peft/pull/2860", {"peft": ">=0.18", "transformers": "<5"}),
+           "further; cases/alora_checkpointing_enabled_after_get_peft_model.py)", "https://github.com/huggingface/peft/pull/2860", {"peft": ">=0.18", "transformers": "<5"}),
     Expect({"backend": "transformers_peft", "gc_mode": "reentrant", "order": "gc_first", "method": "trait:weight"},
            (Outcome.GC_ERROR, Outcome.MISSING_GRAD),
            "transformers' gradient_checkpointing_enable calls enable_input_require_grads only when an adapter is "
            "already loaded (_hf_peft_config_loaded); enabled before add_adapter, nothing makes the layer inputs "
            "require grad and add_adapter does not either, so reentrant checkpointing cuts the adapters' gradients "
            "(the loss has no grad_fn when every trainable tensor is inside the layers). get_peft_model does it "
-           "(peft's _prepare_model_for_gradient_checkpointing); adapter_first and non-reentrant train",
+           "(peft's _prepare_model_for_gradient_checkpointing); adapter_first and non-reentrant train "
+           "(cases/transformers_add_adapter_after_checkpointing_reentrant.py)",
            f"{TF_SRC}/modeling_utils.py", {"transformers": ">=4.35"}),
     Expect({"backend": "transformers_peft", "gc_mode": "reentrant", "order": "gc_first", "method": "ln_tuning",
             "arch": ("gpt2", "llama", "t5")}, Outcome.MISSING_GRAD,

@@ -36,7 +36,8 @@ ENTRIES: list[Expect] = [
            f"{TF_SRC}/utils/generic.py#L918", {"transformers": ">=4.56"}),
     Expect({**A, "recipe": "switch", "gc_mode": "non_reentrant", "method": SHARED_PARAMETERS}, Outcome.GC_ERROR,
            f"{SWITCH_ADAPTERS}: a method whose modules read parameters shared across layers from the context by "
-           "name finds only the first adapter's there ('KeyError: cell2', adapters/methods/modeling.py)",
+           "name finds only the first adapter's there ('KeyError: cell2', adapters/methods/modeling.py; "
+           "cases/adapters_switch_active_adapter_recompute.py)",
            "https://github.com/adapter-hub/adapters/pull/759", {"adapters": ">=1.2"}),
     Expect({**A, "recipe": "switch", "gc_mode": "non_reentrant", "method": "ia3", "arch": "bert", "task": "seq_cls"},
            Outcome.EQUIVALENT,
@@ -45,7 +46,8 @@ ENTRIES: list[Expect] = [
            "Llama (the entry below)", "https://github.com/adapter-hub/adapters/pull/759", {"adapters": ">=1.2"}),
     Expect({**A, "recipe": "switch", "gc_mode": "non_reentrant"}, Outcome.MISMATCH,
            f"{SWITCH_ADAPTERS}: the first adapter's forward is recomputed through the second, silently "
-           "(bottleneck, LoRA, ReFT methods)", "https://github.com/adapter-hub/adapters/pull/759",
+           "(bottleneck, LoRA, ReFT methods; cases/adapters_switch_active_adapter_recompute.py)",
+           "https://github.com/adapter-hub/adapters/pull/759",
            {"adapters": ">=1.2"}, unless={"method": "prompt_tuning"}),
     Expect({**P, "recipe": "switch", "gc_mode": "non_reentrant", "arch": "trait:routes_experts",
             "method": "trait:weight"}, Outcome.GC_ERROR,
@@ -62,7 +64,7 @@ ENTRIES: list[Expect] = [
            "off on the inactive adapter, so the first adapter gets no gradient in either run); non-reentrant "
            "recompute feeds only the first adapter's graph, which gets nothing. Weight methods and LN tuning, both "
            "orders (in adapter_first the lost layer-input gradients of the general entries come first; seen on "
-           "4.48.3 to 5.24.0, peft 0.14 and 0.21.2)",
+           "4.48.3 to 5.24.0, peft 0.14 and 0.21.2; cases/peft_switch_adapters_reentrant.py)",
            "https://github.com/huggingface/peft/issues/2832", {"peft": ">=0.14"}),
 ]
 
