@@ -72,12 +72,21 @@ def valid_choices(backend_names: Iterable[str]) -> dict[str, list[str]]:
             "recipe": list(RECIPES), "tier": list(TIERS)}
 
 
+LISTED = 20   # an axis with more values than this names the close ones and points to `harness list`
+
+
 def check_values(axis: str, wanted: list[str] | None, valid: list[str]):
     if wanted is None:
         return
     bad = [w for w in wanted if w not in valid]
     if bad:
-        raise SelectionError(f"unknown {axis} {', '.join(map(repr, bad))}; valid: {', '.join(valid)}")
+        import difflib
+
+        near = [m for w in bad for m in difflib.get_close_matches(w, valid, n=1)]
+        hint = f"; did you mean {', '.join(map(repr, near))}?" if near else ""
+        known = (f"valid: {', '.join(valid)}" if len(valid) <= LISTED else
+                 f"{len(valid)} valid, `python -m harness list` names them")
+        raise SelectionError(f"unknown {axis} {', '.join(map(repr, bad))}{hint}; {known}")
 
 
 def _cells_of(backend: str, arch: ArchSpec, tasks: Iterable[str], recipes: Iterable[str] = RECIPES) -> Iterator[Cell]:

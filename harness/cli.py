@@ -83,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "repro":
             from .repro import write_repro
 
+            _check_output("-o", args.output)
             path = write_repro(args.cell_id, args.output)
             print(path if args.output else "", end="")
             return 0
@@ -102,6 +103,8 @@ def _run(args) -> int:
         raise SelectionError(f"unknown dtype {args.dtype!r}; valid: {', '.join(DTYPES)}")
     if args.steps < 1:
         raise SelectionError("--steps must be >= 1")
+    if args.cell_timeout is not None and args.cell_timeout <= 0:
+        raise SelectionError(f"--cell-timeout must be > 0 seconds, not {args.cell_timeout:g}")
     _check_device(args.device)
     _check_memory_and_json(args)
     cells = _selected(args, args.tier)
@@ -248,9 +251,31 @@ def _check_memory_and_json(args) -> None:
     complaint = check_memory_gb(args.memory_gb)
     if complaint:
         raise SelectionError(complaint)
-    folder = os.path.dirname(os.path.abspath(args.json)) if args.json else None
-    if folder and not os.path.isdir(folder):
-        raise SelectionError(f"--json {args.json!r}: folder {folder!r} does not exist")
+    _check_output("--json", args.json)
+
+
+def _check_output(flag: str, path: str | None) -> None:
+    """A file the command will write: not a folder, in a folder that exists and can be written (checked before
+    anything runs)."""
+    from .cells import SelectionError
+
+    if not path:
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise SelectionError(f"{flag} {path!r} is a folder; name a file in it")
+    if not os.path.isdir(folder):
+        raise SelectionError(f"{flag} {path!r}: folder {folder!r} does not exist")
+    import tempfile
+
+    try:   # the run writes its file through a temporary one beside it
+        with tempfile.NamedTemporaryFile(dir=folder):
+            pass
+        if os.path.exists(path):
+            with open(path, "a"):
+                pass
+    except OSError as exc:
+        raise SelectionError(f"{flag} {path!r} cannot be written here: {exc.strerror}") from None
 
 
 def _check_device(device: str) -> None:

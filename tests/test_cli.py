@@ -36,7 +36,12 @@ def run_cli(*args):
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["--arch", "bert,nope"], "unknown arch 'nope'; valid: "),
+    (["--arch", "bert,nope"], "unknown arch 'nope'; "),
+    (["--arch", "lama"], "unknown arch 'lama'; did you mean 'llama'?"),
+    (["--cell-timeout", "-5"], "--cell-timeout must be > 0 seconds, not -5"),
+    (["--timeout", "0"], "--cell-timeout must be > 0 seconds, not 0"),
+    (["--json", "/"], "--json '/' is a folder; name a file in it"),
+    (["--json", "/proc/x.json"], "--json '/proc/x.json' cannot be written here"),
     (["--backend", "keras"], "unknown backend 'keras'; valid: adapters, peft, transformers_peft, full"),
     (["--gc-mode", "sometimes"], "unknown gc_mode 'sometimes'; valid: non_reentrant, reentrant"),
     (["--inputs", "masked,x"], "unknown inputs 'x'"),
@@ -54,6 +59,20 @@ def test_bad_input_exits_2_with_one_line(capsys, args, needle):
     assert cli.main(["run", *args]) == 2
     err = capsys.readouterr().err
     assert needle in err and err.count("\n") == 1, err
+
+
+def test_repro_to_a_folder_that_does_not_exist_exits_2_before_writing(capsys):
+    assert cli.main(["repro", "full-bert-full-reentrant-padded-gc_first", "-o", "/nonexistent/x.py"]) == 2
+    err = capsys.readouterr().err
+    assert "-o '/nonexistent/x.py': folder '/nonexistent' does not exist" in err and err.count("\n") == 1, err
+
+
+def test_check_of_a_json_that_is_not_a_run_exits_2_with_one_line(tmp_path, capsys):
+    path = tmp_path / "not_a_run.json"
+    path.write_text('{"results": []}')
+    assert cli.main(["check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "cannot read a run's JSON" in err and err.count("\n") == 1, err
 
 
 def test_shards_partition_the_selection_and_keep_baselines_together():
