@@ -1,6 +1,7 @@
 """`python -m harness run|list|check|calibrate|repro` (docs/design.md, the command line).
 
-Exit codes: 0 every selected cell matches its expectation, 1 otherwise, 2 bad usage.
+Exit codes: 0 every selected cell matches its expectation (with --fail-on broken: and none is broken by
+checkpointing), 1 otherwise, 2 bad usage.
 """
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="keep the selected cells already in --json (a run cut short, same versions and "
                           "steps/dtype/device), re-judge them, run only the rest")
     run.add_argument("-q", "--quiet", action="store_true", help="print only non-matching cells and the summary")
+    run.add_argument("--fail-on", choices=FAIL_ON, default="unexpected", help=FAIL_ON_HELP)
     cal = sub.add_parser("calibrate", help="run only the plain baselines of the selection once; record which fail "
                                            "(--table-from: write the generated table from such runs)")
     for option in options.CALIBRATE:
@@ -53,10 +55,25 @@ def _parser() -> argparse.ArgumentParser:
                                       "the shards of one matrix, merged into one summary)")
     ck.add_argument("json_paths", nargs="+", metavar="JSON")
     ck.add_argument("-q", "--quiet", action="store_true", help="print only the summary")
+    ck.add_argument("--fail-on", choices=FAIL_ON, default="unexpected", help=FAIL_ON_HELP)
     rp = sub.add_parser("repro", help="write a standalone script reproducing one cell")
     rp.add_argument("cell_id")
     rp.add_argument("-o", "--output")
     return ap
+
+
+FAIL_ON = ("unexpected", "broken")
+FAIL_ON_HELP = ("exit 1 on: a cell not as expected (default), or also any cell checkpointing breaks (mismatch, "
+                "missing_grad, gc_error), known or not")
+
+
+def _exit_code(results: list[dict], fail_on: str, complete: bool = True) -> int:
+    from .outcomes import BROKEN
+
+    ok = complete and all(r["matches"] for r in results)
+    if fail_on == "broken":
+        ok = ok and not any(r["outcome"] in BROKEN for r in results)
+    return 0 if ok else 1
 
 
 def _usage_error(msg: str) -> int:
@@ -135,7 +152,7 @@ def _run(args) -> int:
     complete = len(results) == len(cells)
     write(complete)
     print(report.summary(results))
-    return 0 if complete and all(r["matches"] for r in results) else 1
+    return _exit_code(results, args.fail_on, complete)
 
 
 def _calibrate(args) -> int:
@@ -240,7 +257,7 @@ def _check(args) -> int:
             cells.append(r)
     print(report.summary(cells) + (f" ({len(incomplete)} incomplete run(s): {', '.join(incomplete)})"
                                    if incomplete else ""))
-    return 0 if all(r["matches"] for r in cells) else 1
+    return _exit_code(cells, args.fail_on)
 
 
 def _check_memory_and_json(args) -> None:

@@ -34,6 +34,10 @@ MEANING = {
 }
 
 
+# what checkpointing breaks: the outcomes `--fail-on broken` exits 1 on, known or not
+BROKEN = frozenset({Outcome.MISMATCH, Outcome.MISSING_GRAD, Outcome.GC_ERROR})
+
+
 # a run that exhausted the address-space cap (torch's allocator, oneDNN, Python): what the process held counts (after
 # one such run, BOFT on the tiny NeMo SpeechLM, every later run of the process failed so too, 245 of 261 baselines
 # on 5.24.0; gc and malloc_trim did not give the memory back), so it says nothing of

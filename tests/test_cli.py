@@ -61,6 +61,18 @@ def test_bad_input_exits_2_with_one_line(capsys, args, needle):
     assert needle in err and err.count("\n") == 1, err
 
 
+def test_fail_on_broken_exits_1_on_a_known_broken_cell_that_the_default_passes(tmp_path, capsys):
+    """A cell known to break (expected mismatch) is as expected: exit 0 by default, 1 with --fail-on broken."""
+    run = tmp_path / "run.json"
+    args = ["--backend", "peft", "--arch", "bert", "--method", "lora", "--gc-mode", "reentrant", "--inputs", "masked",
+            "--order", "gc_first", "--task", "seq_cls", "--recipe", "switch", "--json", str(run), "-q"]
+    assert cli.main(["run", *args]) == 0
+    assert json.loads(run.read_text())["cells"][0]["outcome"] == "mismatch"
+    assert cli.main(["check", str(run), "--fail-on", "broken"]) == 1
+    assert cli.main(["check", str(run)]) == 0
+    capsys.readouterr()
+
+
 def test_repro_to_a_folder_that_does_not_exist_exits_2_before_writing(capsys):
     assert cli.main(["repro", "full-bert-full-reentrant-padded-gc_first", "-o", "/nonexistent/x.py"]) == 2
     err = capsys.readouterr().err
