@@ -17,7 +17,8 @@ import textwrap
 import torch
 
 from . import backends, compare, outcomes, run, trace, train
-from .archs.base import ArchSpec, KeepFloat64, build_model, cache_off, declared_float32, to_dtype
+from .archs.base import (ArchSpec, KeepFloat64, build_model, cache_off, config_and_subs, declared_float32,
+                         model_configs, to_dtype)
 from .archs.losses import PROJECTION_SEED, projected, upcast
 from .archs.losses import all_outputs_loss, nested_outputs
 from .cells import SelectionError, find, resolve
@@ -104,11 +105,13 @@ def script(cell_id: str, options: run.Options | None = None, with_outcome: bool 
             f"MICRO_BATCHES = {train.MICRO_BATCHES!r}\nADAPTERS = {train.ADAPTERS!r}\n"
             f"AUX_FORWARD = {train.AUX_FORWARD!r}\nAUX_KEYS = re.compile({train.AUX_KEYS.pattern!r})\n\n\n") + "\n\n".join(
         _strip_imports(inspect.getsource(obj)) for obj in (
-        train.CellTimeout, train.time_limit, train._raise_timeout, train.RunawayRecompute, train.Probe, train._snapshot,
+        train.CellTimeout, train.time_limit, train._raise_timeout, train.RunawayRecompute, train.Probe, train._grads,
+        train._snapshot,
         train._one_line, train.default_float, train.train_recipe, train.trainable, train.train_loop,
         train.train_by_trainer, train.autocast, train.judged_dtype, train.aux_outputs_on, train.NoAuxOutputs,
         train.aux_refused, train.aux_loss, train.cache_asked, train.cache_cause, train.cast_inputs,
-        all_outputs_loss, projected, upcast, to_dtype, KeepFloat64, declared_float32, cache_off))
+        all_outputs_loss, projected, upcast, to_dtype, KeepFloat64, declared_float32, cache_off, model_configs,
+        config_and_subs))
     return TEMPLATE.format(
         cell_id=cell.id, versions=versions(), header=textwrap.fill(header, 96, subsequent_indent="    "),
         arch=cell.arch, task=cell.task, method=cell.method, backend=cell.backend,
@@ -121,7 +124,7 @@ def script(cell_id: str, options: run.Options | None = None, with_outcome: bool 
         activate=textwrap.indent(rep.get("activate", "raise NotImplementedError('one adapter only')"), " " * 8),
         trainer=rep.get("trainer", "transformers.Trainer"),
         compose=textwrap.indent(rep.get("compose", {}).get(cell.recipe, "pass"), " " * 8),
-        config_kwargs={"attn_implementation": "eager"} if cell.recipe == "aux_outputs" else {},
+        config_kwargs=train.CONFIG_KWARGS.get(cell.recipe, {}),
         unsupported=repr(be.unsupported_patterns + backends.base.COMMON_UNSUPPORTED),
         batches=_batches_source(arch, cell.task, model, cell.inputs,
                                 o.steps * train.MICRO_BATCHES.get(cell.recipe, 1), o.seed, method),

@@ -20,7 +20,7 @@ import warnings
 import numpy as np
 import torch
 
-from .archs.base import ArchSpec, build_model, cache_off
+from .archs.base import ArchSpec, build_model, cache_off, config_and_subs, model_configs
 from .archs.losses import projected
 from .backends.base import GC_MODES, Backend, MethodSpec
 from .outcomes import Outcome
@@ -60,7 +60,9 @@ RECIPES = {
                         "and the combined adapter trained",
 }
 MICRO_BATCHES = {"accumulate": 2}
-ADAPTERS = {"switch": 2}   # adapters trained at once
+ADAPTERS = {"switch": 2}
+# what a recipe passes to AutoConfig: asking for attentions, a user chooses eager attention (fused kernels return none)
+CONFIG_KWARGS = {"aux_outputs": {"attn_implementation": "eager"}}   # adapters trained at once
 
 
 def recipe_applies(recipe: str, backend: Backend, gc_mode: str, order: str, method: MethodSpec | None = None,
@@ -97,9 +99,9 @@ def autocast(training: str, dtype: str, device: str):
 def aux_outputs_on(model) -> None:
     """What MoE fine-tuning recipes set: router logits returned, so that the model's own loss adds the
     load-balancing loss (with the config's router_aux_loss_coef)."""
-    for cfg in {id(c): c for m in model.modules() if (c := getattr(m, "config", None)) is not None}.values():
-        for sub in (cfg, *(getattr(cfg, k, None) for k in ("text_config", "decoder", "encoder"))):
-            if sub is not None and hasattr(sub, "output_router_logits"):
+    for cfg in model_configs(model):
+        for sub in config_and_subs(cfg):
+            if hasattr(sub, "output_router_logits"):
                 sub.output_router_logits = True
 
 
@@ -271,6 +273,11 @@ class Probe:
         self._held = dict.fromkeys(self._held)
 
 
+def _grads(named) -> dict:
+    """The step's gradient of each (name, parameter): a float64 copy, or None."""
+    return {n: (None if p.grad is None else _snapshot(p.grad)) for n, p in named}
+
+
 def _snapshot(t: torch.Tensor, memo: dict | None = None) -> torch.Tensor:
     """A float64 copy of `t`; with `memo`, one copy per distinct tensor (a state dict lists a shared tensor, e.g.
     RandLoRA's random bases, under every layer's key: 9 GB of copies for the tiny minicpm_ocr)."""
@@ -295,9 +302,8 @@ class CellRecipe:
         self.cache_off = 0
 
     def build(self):
-        # aux_outputs: eager attention, as a user asking for attentions must choose (the fused kernels return none)
-        eager = {"attn_implementation": "eager"} if self.training == "aux_outputs" else {}
-        model = build_model(self.arch, self.task, DTYPES[self.dtype], self.device, **eager)
+        model = build_model(self.arch, self.task, DTYPES[self.dtype], self.device,
+                            **CONFIG_KWARGS.get(self.training, {}))
         if not self.cache:
             self.cache_off = cache_off(model)
         if self.training == "aux_outputs":
@@ -487,7 +493,7 @@ def train_loop(recipe, model, named, trace, probe, steps, seed, lr):
         if not trained:
             trace.grads.append({n: None for n, _ in named})
             continue
-        trace.grads.append({n: (None if p.grad is None else _snapshot(p.grad)) for n, p in named})
+        trace.grads.append(_grads(named))
         if opt is not None:
             opt.step()
             opt.zero_grad(set_to_none=True)
@@ -527,7 +533,7 @@ def train_by_trainer(recipe, model, named, trace, probe, gc, steps, seed, lr):
 
         def on_pre_optimizer_step(self, args, state, control, **kwargs):
             probe.in_backward = False
-            trace.grads.append({n: (None if p.grad is None else _snapshot(p.grad)) for n, p in named})
+            trace.grads.append(_grads(named))
 
     saving = []
 

@@ -162,8 +162,7 @@ def _routes_experts(model_type: str) -> bool:
         cfg = AutoConfig.for_model(model_type)
     except Exception:  # noqa: BLE001 - a type without a default config: a custom builder's
         return False
-    return any(hasattr(c, "output_router_logits")
-               for c in (cfg, *(getattr(cfg, k, None) for k in ("text_config", "decoder", "encoder"))) if c is not None)
+    return any(hasattr(c, "output_router_logits") for c in config_and_subs(cfg))
 
 
 # what an arch does that known failures match on ("trait:NAME" in an expectation's arch axis), read from the installed
@@ -240,14 +239,25 @@ def build_model(spec: ArchSpec, task: str, dtype: torch.dtype = torch.float32, d
 def cache_off(model) -> int:
     """Switch use_cache off in every config of `model` that has it on, as checkpointing does in training (the
     models' `if self.gradient_checkpointing and self.training: use_cache = False`); how many were on."""
-    configs = {id(c): c for c in (getattr(m, "config", None) for m in model.modules()) if hasattr(c, "use_cache")}
     switched = 0
-    for cfg in configs.values():
-        for sub in (cfg, *(getattr(cfg, k, None) for k in ("text_config", "decoder", "encoder"))):
+    for cfg in model_configs(model):
+        if not hasattr(cfg, "use_cache"):
+            continue
+        for sub in config_and_subs(cfg):
             if getattr(sub, "use_cache", False) is True:
                 sub.use_cache = False
                 switched += 1
     return switched
+
+
+def model_configs(model) -> list:
+    """Every distinct config of `model`'s modules (the parts of a composite model hold their own)."""
+    return list({id(c): c for m in model.modules() if (c := getattr(m, "config", None)) is not None}.values())
+
+
+def config_and_subs(cfg) -> list:
+    """A config and the text, decoder and encoder sub-configs it has."""
+    return [c for c in (cfg, *(getattr(cfg, k, None) for k in ("text_config", "decoder", "encoder"))) if c is not None]
 
 
 def to_dtype(model, device, dtype):

@@ -470,12 +470,12 @@ def _pass_task_ids(module, args, kwargs):
     return args, kwargs
 
 
-WEIGHTED = ("lora", "dora", "rslora", "lora_mts")
+WEIGHTED = ("lora", "dora", "rslora", "lora_mts")   # the LoraConfig methods: what add_weighted_adapter combines
 # LoRA variants picked by a LoraConfig field: offered where the installed peft's LoraConfig has it
 NEEDS_FIELD = {"lora_bias": "lora_bias", "alora": "alora_invocation_tokens", "lora_experts": "target_parameters"}
 # prompt learning and adaption prompt: no tuner layers that several adapters can be active in
 ONE_ACTIVE = ("prompt_tuning", "p_tuning", "prefix_tuning", "cartridge", "multitask_prompt_tuning", "cpt",
-              "adaption_prompt")   # the LoraConfig methods: what add_weighted_adapter combines
+              "adaption_prompt")
 # the compose_* recipes, as the statements a user writes (a repro script holds the same text)
 COMPOSE = {
     "compose_active": "model.add_adapter(NAMES[1], copy.deepcopy(model.peft_config[NAME]))\n"
