@@ -158,7 +158,8 @@ def test_exit_1_when_a_cell_does_not_match(monkeypatch, capsys):
     rc = cli.main(["run", "--backend", "full", "--arch", "bert", "--gc-mode", "non_reentrant",
                    "--inputs", "masked", "--order", "gc_first"])
     assert rc == 1
-    assert "FAIL full-bert-full-non_reentrant-masked-gc_first: equivalent (expected mismatch)" in capsys.readouterr().out
+    assert re.search(r"^FAIL safe +full-bert-full-non_reentrant-masked-gc_first: equivalent \(expected mismatch\)",
+                     capsys.readouterr().out, re.M)
 
 
 needs_adapters = pytest.mark.skipif(bool(backends.get("adapters").missing), reason="adapters not installed")
@@ -290,7 +291,8 @@ def test_check_rejudges_a_run_against_the_expectations(tmp_path, capsys):
         record("bert", "equivalent"), record("albert", "unsupported"), record("roberta", "mismatch")]}))
     assert cli.main(["check", str(path)]) == 1
     out = capsys.readouterr().out
-    assert "FAIL full-roberta-full-reentrant-masked-gc_first: mismatch" in out and "albert" not in out
+    assert re.search(r"^FAIL broken, NEW +full-roberta-full-reentrant-masked-gc_first: mismatch", out, re.M)
+    assert "albert" not in out
     assert "3 cells: " in out and "2 as expected, 1 not as expected" in out
     # the shards of one matrix merge into one summary; a cell in two of them is a usage error
     other = tmp_path / "r2.json"
