@@ -1,7 +1,7 @@
 """`python -m harness run|list|check|calibrate|repro` (docs/design.md, the command line).
 
 Exit codes: 0 every selected cell matches its expectation (with --fail-on broken: and none is broken by
-checkpointing), 1 otherwise, 2 bad usage.
+checkpointing), 1 otherwise, 2 bad usage, 3 the harness itself failed (a bug to report, not a cell's outcome).
 """
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ def _parser() -> argparse.ArgumentParser:
                           "steps/dtype/device), re-judge them, run only the rest")
     run.add_argument("-q", "--quiet", action="store_true", help="print only non-matching cells and the summary")
     run.add_argument("--fail-on", choices=FAIL_ON, default="unexpected", help=FAIL_ON_HELP)
+    run.add_argument("--junitxml", metavar="PATH", help=JUNIT_HELP)
     cal = sub.add_parser("calibrate", help="run only the plain baselines of the selection once; record which fail "
                                            "(--table-from: write the generated table from such runs)")
     for option in options.CALIBRATE:
@@ -56,12 +57,25 @@ def _parser() -> argparse.ArgumentParser:
     ck.add_argument("json_paths", nargs="+", metavar="JSON")
     ck.add_argument("-q", "--quiet", action="store_true", help="print only the summary")
     ck.add_argument("--fail-on", choices=FAIL_ON, default="unexpected", help=FAIL_ON_HELP)
+    ck.add_argument("--junitxml", metavar="PATH", help=JUNIT_HELP)
+    rep = sub.add_parser("report", help="render runs' JSONs or ledgers as an HTML page with an arch x method heatmap, "
+                                        "a Markdown file and PNG heatmaps (no rerun; records as recorded)")
+    rep.add_argument("inputs", nargs="+", metavar="RUN_OR_LEDGER")
+    rep.add_argument("-o", "--output", required=True, metavar="DIR", help="folder for report.html, report.md, *.png")
+    rep.add_argument("--title", default="")
+    led = sub.add_parser("ledger", help="write the cells of runs' JSONs (the shards of one release) to a compact "
+                                        "per-cell ledger (.jsonl.gz) that `report` renders")
+    led.add_argument("json_paths", nargs="+", metavar="JSON")
+    led.add_argument("-o", "--output", required=True, metavar="LEDGER.jsonl.gz")
+    led.add_argument("--label", default="", help="what the ledger covers, shown by the report")
     rp = sub.add_parser("repro", help="write a standalone script reproducing one cell")
     rp.add_argument("cell_id")
     rp.add_argument("-o", "--output")
     return ap
 
 
+JUNIT_HELP = ("write JUnit XML here: one testcase per cell, failed when not as expected (or, with --fail-on broken, "
+              "broken), skipped (xfail) when a known non-safe outcome; detail, cause and link in the message")
 FAIL_ON = ("unexpected", "broken")
 FAIL_ON_HELP = ("exit 1 on: a cell not as expected (default), or also any cell checkpointing breaks (mismatch, "
                 "missing_grad, gc_error), known or not")
@@ -83,6 +97,22 @@ def _usage_error(msg: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    try:
+        return _main(args)
+    except Exception as exc:  # noqa: BLE001  (a cell's own failure is its outcome; this is the harness's)
+        if os.environ.get("HARNESS_TRACEBACK"):
+            raise
+        where = exc.__traceback__
+        while where.tb_next:
+            where = where.tb_next
+        print(f"harness error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
+              f"({os.path.basename(where.tb_frame.f_code.co_filename)}:{where.tb_lineno}); a failure of the harness "
+              f"itself, not of a cell: please report it with the command (HARNESS_TRACEBACK=1 shows the traceback)",
+              file=sys.stderr)
+        return 3
+
+
+def _main(args) -> int:
     from .cells import SelectionError
 
     try:
@@ -97,6 +127,10 @@ def main(argv: list[str] | None = None) -> int:
             return _check(args)
         if args.cmd == "calibrate":
             return _calibrate(args)
+        if args.cmd == "report":
+            return _report(args)
+        if args.cmd == "ledger":
+            return _ledger(args)
         if args.cmd == "repro":
             from .repro import write_repro
 
@@ -124,6 +158,7 @@ def _run(args) -> int:
         raise SelectionError(f"--cell-timeout must be > 0 seconds, not {args.cell_timeout:g}")
     _check_device(args.device)
     _check_memory_and_json(args)
+    _check_output("--junitxml", args.junitxml)
     cells = _selected(args, args.tier)
     if not cells:
         raise SelectionError("the filters select no cell (a backend whose library is missing has none); "
@@ -142,16 +177,21 @@ def _run(args) -> int:
         if args.json:
             report.write_json(args.json, results, complete=complete, options=options)
     interim = _every(JSON_EVERY, lambda: write(False))
+    progress = report.Progress(len(cells), len(results))
     with _until_interrupted(lambda: f"{len(results)} of {len(cells)} cells"):
         for cell in sorted((c for c in cells if c.id not in kept), key=lambda c: (c.baseline_key, c.id)):
             r = runner.run_cell(cell)
             results.append(r)
             if not (args.quiet and r["matches"]):
-                print(report.line(r), flush=True)
+                progress.echo(report.line(r))
+            progress.step()
             interim()   # a long run leaves its results so far
+    progress.close()
     complete = len(results) == len(cells)
     write(complete)
-    print(report.summary(results))
+    if args.junitxml:
+        report.junit(args.junitxml, results, args.fail_on)
+    print(report.full_summary(results))
     return _exit_code(results, args.fail_on, complete)
 
 
@@ -242,6 +282,7 @@ def _check(args) -> int:
     from . import records, report
     from .cells import SelectionError
 
+    _check_output("--junitxml", args.junitxml)
     cells, seen, incomplete = [], {}, []
     for path in args.json_paths:
         data = records.read_run(path)
@@ -255,9 +296,44 @@ def _check(args) -> int:
             if not (args.quiet or r["matches"]):
                 print(report.line(r))
             cells.append(r)
-    print(report.summary(cells) + (f" ({len(incomplete)} incomplete run(s): {', '.join(incomplete)})"
-                                   if incomplete else ""))
+    if args.junitxml:
+        report.junit(args.junitxml, cells, args.fail_on)
+    print(report.full_summary(cells) + (f" ({len(incomplete)} incomplete run(s): {', '.join(incomplete)})"
+                                        if incomplete else ""))
     return _exit_code(cells, args.fail_on)
+
+
+def _report(args) -> int:
+    from . import records
+    from .cells import SelectionError
+    from .render import render
+
+    if os.path.exists(args.output) and not os.path.isdir(args.output):
+        raise SelectionError(f"-o {args.output!r} is a file; name a folder")
+    parent = os.path.dirname(os.path.abspath(args.output))
+    if not os.path.isdir(parent):
+        raise SelectionError(f"-o {args.output!r}: folder {parent!r} does not exist")
+    runs = [records.read_any(p) for p in args.inputs]
+    t0 = time.perf_counter()
+    paths = render(runs, args.output, args.title)
+    print(f"# {len(args.inputs)} inputs, {sum(len(r['cells']) for r in runs)} records rendered in "
+          f"{time.perf_counter() - t0:.1f} s")
+    for p in paths:
+        print(p)
+    return 0
+
+
+def _ledger(args) -> int:
+    from . import records
+    from .cells import SelectionError
+
+    if not args.output.endswith(".jsonl.gz"):
+        raise SelectionError(f"-o {args.output!r}: a ledger's name ends in .jsonl.gz")
+    _check_output("-o", args.output)
+    runs = [records.read_any(p) for p in args.json_paths]
+    n = records.write_ledger(args.output, runs, args.label)
+    print(f"{args.output}: {n} cells, {os.path.getsize(args.output)} bytes")
+    return 0
 
 
 def _check_memory_and_json(args) -> None:

@@ -64,3 +64,70 @@ def resume_calibration(path: str | None, selection: dict) -> dict:
     if data.get("versions") != versions() or data.get("selection") != json.loads(json.dumps(selection)):
         raise SelectionError(f"--resume: {path} was made with other versions or another selection")
     return data["baselines"]
+
+
+# The per-cell ledger: what `harness report` renders without rerunning, a few bytes per cell. Gzipped JSON Lines:
+# a header line {"ledger": 1, versions, complete, label, causes: [[reason, link], ...]}, then one line per cell with
+# its axes, outcome, expected, matches, the index of its cause in the header (-1: none), its seconds, and its
+# detail where the outcome is not `equivalent` (cut to DETAIL characters).
+LEDGER = 1
+DETAIL = 300
+_KEPT = ("id", *AXES, "modality", "outcome", "expected", "matches")
+
+
+def write_ledger(path: str, runs: list[dict], label: str = "") -> int:
+    """Write the cells of `runs` (read run JSONs of one set of versions) to a ledger at `path`; the cell count."""
+    import gzip
+
+    vers = {json.dumps(r.get("versions", {}), sort_keys=True) for r in runs}
+    if len(vers) > 1:
+        raise SelectionError(f"a ledger holds one set of versions; these runs have {len(vers)}")
+    causes: dict[tuple[str, str], int] = {}
+    lines = []
+    for run in runs:
+        for r in run["cells"]:
+            cause = (r.get("reason", ""), r.get("link", ""))
+            idx = causes.setdefault(cause, len(causes)) if any(cause) else -1
+            out = {k: r.get(k, AXIS_DEFAULTS.get(k)) for k in _KEPT}
+            out.update(cause=idx, seconds=round(r.get("seconds", 0.0), 3))
+            if r["outcome"] != "equivalent":
+                out["detail"] = r.get("detail", "")[:DETAIL]
+            lines.append(json.dumps(out, separators=(",", ":")))
+    header = {"ledger": LEDGER, "versions": runs[0].get("versions", {}) if runs else versions(),
+              "complete": all(r.get("complete", True) for r in runs), "label": label,
+              "causes": [list(c) for c in causes]}
+    tmp = path + ".tmp"
+    with gzip.open(tmp, "wt", compresslevel=9) as fh:
+        fh.write(json.dumps(header, separators=(",", ":")) + "\n")
+        fh.writelines(line + "\n" for line in lines)
+    os.replace(tmp, path)
+    return len(lines)
+
+
+def read_any(path: str) -> dict:
+    """A run's --json or a ledger (any versions: rendered as recorded, not re-judged) as {versions, complete,
+    label, cells}; SelectionError (one line) if it is neither."""
+    import gzip
+
+    try:
+        if path.endswith(".gz"):
+            with gzip.open(path, "rt") as fh:
+                header = json.loads(fh.readline())
+                if header.get("ledger") != LEDGER:
+                    raise ValueError(f"not a ledger of format {LEDGER}")
+                causes = header["causes"]
+                cells = []
+                for line in fh:
+                    r = json.loads(line)
+                    reason, link = causes[r.pop("cause")] if r["cause"] >= 0 else ("", "")
+                    cells.append({**r, "reason": reason, "link": link, "detail": r.get("detail", "")})
+            return {**header, "cells": cells}
+        with open(path) as fh:
+            data = json.load(fh)
+        data["cells"][:0]
+        for r in data["cells"]:
+            r["outcome"], r["expected"], r["matches"]   # noqa: B018  (a run's records have these)
+        return {"label": "", **data}
+    except (OSError, ValueError, KeyError, TypeError, IndexError, EOFError) as exc:
+        raise SelectionError(f"cannot read a run's JSON or a ledger from {path!r}: {type(exc).__name__}: {exc}") \
+            from None
