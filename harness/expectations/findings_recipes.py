@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..outcomes import Outcome
 from .entry import Expect
-from .groups import A, ADAPTERS_SRC, P, PEFT_SRC, TF5, TF_SRC
+from .groups import A, ADAPTERS_SRC, P, PEFT_SRC, TF5, TF_SRC, TP
 
 # adapters' methods whose modules read parameters shared across layers from the ForwardContext by adapter name
 SHARED_PARAMETERS = ("compacter", "compacter++", "dvora", "vera", "mam", "prefix_tuning", "prefix_tuning_flat",
@@ -49,6 +49,19 @@ ENTRIES: list[Expect] = [
            "(bottleneck, LoRA, ReFT methods; cases/adapters_switch_active_adapter_recompute.py)",
            "https://github.com/adapter-hub/adapters/pull/759",
            {"adapters": ">=1.2"}, unless={"method": "prompt_tuning"}),
+    Expect({**TP, "recipe": "switch", "gc_mode": "non_reentrant", "arch": "trait:routes_experts",
+            "method": ("c3a", "delora", "dora", "fourierft", "gralora", "lokr", "lora", "lora_bias", "lora_mts", "miss",
+                       "rslora", "shira", "waveft")}, Outcome.GC_ERROR,
+           "as for peft below, through transformers' integration: the recompute through the second adapter routes "
+           "tokens to other experts (torch's metadata check). Only where the trained adapter's change flips a "
+           "token's top-k routing in the tiny model: these methods, and BEFT and SuperTuning with the "
+           "classification head; the OFT family, LoHa, IA3, ... stay on the same experts and train equivalently "
+           "(measured on Mixtral, 4.57.6, peft 0.21.2)", "https://github.com/huggingface/peft/issues/2832",
+           {"peft": ">=0.18", "transformers": "<5"}),
+    Expect({**TP, "recipe": "switch", "gc_mode": "non_reentrant", "arch": "trait:routes_experts",
+            "method": ("beft", "supertuning"), "task": "seq_cls"}, Outcome.GC_ERROR,
+           "as above (the routing flips with the classification head's gradients, not the language model's)",
+           "https://github.com/huggingface/peft/issues/2832", {"peft": ">=0.18", "transformers": "<5"}),
     Expect({**P, "recipe": "switch", "gc_mode": "non_reentrant", "arch": "trait:routes_experts",
             "method": "trait:weight"}, Outcome.GC_ERROR,
            "as below, non-reentrant: the recompute of the first forward through the second adapter routes tokens to "
@@ -66,6 +79,15 @@ ENTRIES: list[Expect] = [
            "orders (in adapter_first the lost layer-input gradients of the general entries come first; seen on "
            "4.48.3 to 5.24.0, peft 0.14 and 0.21.2; cases/peft_switch_adapters_reentrant.py)",
            "https://github.com/huggingface/peft/issues/2832", {"peft": ">=0.14"}),
+    Expect({**TP, "recipe": "switch", "gc_mode": "reentrant", "method": ("trait:weight", "ln_tuning")},
+           Outcome.MISMATCH,
+           "two adapters trained at once through transformers' integration (add_adapter, set_adapter between the "
+           "forwards, one backward): the same silent recompute through the adapter active at backward time as "
+           "peft's set_adapter above (transformers' set_adapter calls peft's). In gc_first the general entry of "
+           "add_adapter after checkpointing comes first, but for LN tuning where an adapted LayerNorm before the "
+           "layers (BERT's embedding one) keeps their inputs requiring grad (seen on 4.57.6, peft 0.21.2: 30 "
+           "methods on BERT, Llama, T5, Mistral, Mixtral)", "https://github.com/huggingface/peft/issues/2832",
+           {"peft": ">=0.14"}),
 ]
 
 __all__ = ["ENTRIES", "ADAPTERS_SRC", "PEFT_SRC"]

@@ -9,6 +9,13 @@ ENTRIES: list[Expect] = [
     Expect({"backend": "transformers_peft", "method": "adalora"}, Outcome.ERROR,
            "transformers' add_adapter passes low_cpu_mem_usage to the tuner, which peft 0.14's AdaLoraModel does not "
            "take (TypeError), without checkpointing", f"{PEFT_SRC}/tuners/adalora/model.py", {"peft": "<0.15"}),
+    Expect({"backend": "transformers_peft", "recipe": "switch", "method": ("randlora", "vera", "vblora")},
+           Outcome.ERROR,
+           "a second adapter of a method with tensors shared across layers, added through transformers' add_adapter, "
+           "leaves the first without them: RandLoRA's random bases (KeyError on the first adapter's name in "
+           "get_scaled_bases; peft 0.21.2), VeRA's projections and VB-LoRA's vector bank (peft 0.14, which "
+           "add_adapter later refuses for them), without checkpointing; get_peft_model's add_adapter keeps them",
+           f"{PEFT_SRC}/tuners/randlora/layer.py#L272", {"peft": ">=0.14"}),
     Expect({"backend": "transformers_peft", "arch": "llama4_text",
             "method": ("adalora", "beft", "deft", "delora", "dora", "fourierft", "hira", "ia3", "lily", "loha", "lokr",
                        "lora", "lora_mts", "lora_bias", "peanut", "psoft", "randlora", "rslora", "shira",
@@ -18,9 +25,6 @@ ENTRIES: list[Expect] = [
            "object has no attribute 'dtype', 'can only concatenate tuple'; SHiRA's rank is too large for the router's "
            "4 outputs), without checkpointing (the peft backend's task wrapper fails on this model before; seen on "
            "4.57.6)", f"{TF_SRC}/models/llama4/modeling_llama4.py#L159", {"transformers": "<5"}),
-    Expect({"backend": "transformers_peft", "method": "adalora"}, Outcome.ERROR,
-           "transformers' add_adapter passes low_cpu_mem_usage to the tuner, which peft 0.14's AdaLoraModel does not "
-           "take (TypeError), without checkpointing", f"{PEFT_SRC}/tuners/adalora/model.py", {"peft": "<0.15"}),
     Expect({"backend": "transformers_peft", "arch": "llama4_text", "method": "glora"}, Outcome.UNSUPPORTED,
            "GLoRA refuses Llama 4's router ('Target module Llama4Router ... is not supported')",
            f"{PEFT_SRC}/tuners/glora", {"transformers": "<5"}),
