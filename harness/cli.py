@@ -71,6 +71,8 @@ def _parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("repro", help="write a standalone script reproducing one cell")
     rp.add_argument("cell_id")
     rp.add_argument("-o", "--output")
+    for option in options.OWN:   # a cell of a run made with them is written from them
+        option.add(rp.add_argument)
     return ap
 
 
@@ -135,6 +137,7 @@ def _main(args) -> int:
             from .repro import write_repro
 
             _check_output("-o", args.output)
+            _own(args)
             path = write_repro(args.cell_id, args.output)
             print(path if args.output else "", end="")
             return 0
@@ -159,6 +162,7 @@ def _run(args) -> int:
     _check_device(args.device)
     _check_memory_and_json(args)
     _check_output("--junitxml", args.junitxml)
+    own = _own(args)
     cells = _selected(args, args.tier)
     if not cells:
         raise SelectionError("the filters select no cell (a backend whose library is missing has none); "
@@ -166,7 +170,7 @@ def _run(args) -> int:
     cap_memory(args.memory_gb)
     runner = Runner(Options(steps=args.steps, dtype=args.dtype, device=args.device, timeout=args.cell_timeout,
                              threads=args.threads))
-    options = {"steps": args.steps, "dtype": args.dtype, "device": args.device}
+    options = {"steps": args.steps, "dtype": args.dtype, "device": args.device, **own}
     print(f"# {len(cells)} cells; versions {versions()}", flush=True)
     results = records.resume_run(args.json, options, cells) if args.resume else []
     if args.resume:
@@ -193,6 +197,19 @@ def _run(args) -> int:
         report.junit(args.junitxml, results, args.fail_on)
     print(report.full_summary(results))
     return _exit_code(results, args.fail_on, complete)
+
+
+def _own(args) -> dict:
+    """Install the user's configs (harness/own.py); their implied filters fill the axes the user left open. The
+    options a run's JSON records for them (none when not given)."""
+    from . import options, own
+
+    given = {o.dest: getattr(args, o.dest, None) for o in options.OWN}
+    implied = own.install(**given)
+    for axis, value in implied.items():
+        if getattr(args, axis, None) is None:
+            setattr(args, axis, value)
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def _calibrate(args) -> int:

@@ -49,7 +49,20 @@ CELL_TIMEOUT = Option("--cell-timeout", "seconds per training run of a cell; a r
 MEMORY_GB = Option("--memory-gb", "address-space cap of the process (of each xdist worker); 0 for none "
                    "(default {default})", default=8.0, type=float)
 
-RUN = (*FILTERS, TIER, SHARD, STEPS, DTYPE, DEVICE, CELL_TIMEOUT, MEMORY_GB)   # `harness run` and pytest
+# check my setup (harness/own.py): the user's configs as this process's registry entries
+MODEL_CONFIG = Option("--model-config", "your model's config.json (or its folder): its model type's cells, on the "
+                      "config shrunk by the zoo's rule, keeping its switches (windows, rope, MoE routing, layer "
+                      "types, ties)", metavar="PATH")
+METHOD_CONFIG = Option("--method-config", "your peft adapter_config.json / LoraConfig JSON, or adapters config JSON "
+                       "(or its folder): the cells of the method it is a variant of, training your config",
+                       metavar="PATH")
+SEQ_LEN = Option("--seq-len", "tokens per row of the synthetic batches (default 10; more reaches sliding windows and "
+                 "chunked attention)", type=int, metavar="N")
+WEIGHTS = Option("--weights", "a local checkpoint folder (config.json + weights), trained unshrunk: needs the "
+                 "memory of the real model", metavar="DIR")
+OWN = (MODEL_CONFIG, METHOD_CONFIG, SEQ_LEN, WEIGHTS)
+
+RUN = (*FILTERS, TIER, SHARD, STEPS, DTYPE, DEVICE, CELL_TIMEOUT, MEMORY_GB, *OWN)   # `harness run` and pytest
 # the calibration measures plain runs of the plain loop (its tables hold for every recipe): no recipe filter
 CALIBRATE = (*(f for f in FILTERS if f.dest != "recipe"), SHARD, CELL_TIMEOUT, MEMORY_GB)
 

@@ -27,9 +27,12 @@ def _selection(config):
     from .cells import AXES, SelectionError, select
 
     if not hasattr(config, "_harness_cells"):
+        from . import own
+
         try:
-            config._harness_cells = select(**{a: config.getoption(a) for a in AXES},
-                                           tier=config.getoption("tier"), shard=config.getoption("shard"))
+            implied = own.install(**{o.dest: config.getoption(o.dest) for o in options.OWN})
+            filters = {a: config.getoption(a) or implied.get(a) for a in AXES}
+            config._harness_cells = select(**filters, tier=config.getoption("tier"), shard=config.getoption("shard"))
         except SelectionError as exc:
             raise pytest.UsageError(str(exc)) from None
     return config._harness_cells

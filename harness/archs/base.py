@@ -149,9 +149,22 @@ def tiny_config(spec: ArchSpec, task: str, **config_kwargs):
 
     cfg = AutoConfig.for_model(spec.mtype, **config_kwargs)
     shrink_config(cfg, spec.overrides)
+    fit_positions(cfg)
     if task in ("seq_cls", "token_cls", "image_cls", "audio_cls"):
         cfg.num_labels = NUM_LABELS
     return cfg
+
+
+def fit_positions(cfg) -> None:
+    """Position tables of at least twice the batches' length (inputs.SEQ_LEN; the shrink rule's 64 holds the
+    default 10 tokens, a `--seq-len` may need more)."""
+    from .inputs import SEQ_LEN
+
+    for c in config_and_subs(cfg):
+        for k in ("max_position_embeddings", "n_positions"):
+            v = getattr(c, k, None)
+            if isinstance(v, int) and not isinstance(v, bool) and v < 2 * SEQ_LEN and not read_only(c, k):
+                setattr(c, k, 2 * SEQ_LEN)
 
 
 @functools.lru_cache(maxsize=None)

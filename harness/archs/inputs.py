@@ -17,7 +17,7 @@ from .per_arch import NEEDS_BBOX
 
 NUM_LABELS = 3
 BATCH = 2
-SEQ_LEN = 10
+SEQ_LEN = 10   # tokens a row; `--seq-len` sets it for the process (harness/own.py), so long-context paths run
 VOCAB = 256   # the tiny models' vocabulary (base.SHRINK's vocab_size); ids are drawn below it
 
 # input rules of zoo_batch: token ids; ids + pixels (dual encoders); ids with image tokens + pixels (VLMs);
@@ -70,9 +70,9 @@ def _mask(kind: str, left: bool, gen: torch.Generator) -> torch.Tensor | None:
     return mask
 
 
-def _ids(gen: torch.Generator, vocab: int, shape=(BATCH, SEQ_LEN)) -> torch.Tensor:
+def _ids(gen: torch.Generator, vocab: int, shape=None) -> torch.Tensor:
     # ids 0..4 are kept free of content so that special/pad ids are never drawn
-    return torch.randint(5, vocab, shape, generator=gen)
+    return torch.randint(5, vocab, shape or (BATCH, SEQ_LEN), generator=gen)
 
 
 def _vocab(model) -> int:
