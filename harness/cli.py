@@ -71,6 +71,8 @@ def _parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("repro", help="write a standalone script reproducing one cell")
     rp.add_argument("cell_id")
     rp.add_argument("-o", "--output")
+    rp.add_argument("--minimal", action="store_true", help="a short script of the user's calls and a plain compare "
+                                                           "(the plain loop of a head with a loss)")
     for option in options.OWN:   # a cell of a run made with them is written from them
         option.add(rp.add_argument)
     return ap
@@ -138,7 +140,7 @@ def _main(args) -> int:
 
             _check_output("-o", args.output)
             _own(args)
-            path = write_repro(args.cell_id, args.output)
+            path = write_repro(args.cell_id, args.output, args.minimal)
             print(path if args.output else "", end="")
             return 0
     except SelectionError as exc:

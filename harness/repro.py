@@ -136,8 +136,65 @@ def script(cell_id: str, options: run.Options | None = None, with_outcome: bool 
     )
 
 
-def write_repro(cell_id: str, path: str | None = None) -> str:
-    src = script(cell_id)
+def minimal_script(cell_id: str, options: run.Options | None = None) -> str:
+    """A short script a maintainer reads in a minute: the user's calls, one config, the batches, a plain and a
+    checkpointed run of the plain loop, the gradients compared at the harness's tolerance (a float32 difference
+    settled in float64), one verdict line; the known cause and link in its docstring. Plain-loop cells of a head
+    with a loss only (the faithful script covers the rest)."""
+    from .expectations import expected
+
+    o = options or run.Options()
+    cell = find(cell_id)
+    arch, be, method = resolve(cell)
+    if cell.recipe != "loop":
+        raise SelectionError(f"--minimal writes the plain loop; {cell.id} trains by the {cell.recipe} recipe: "
+                             f"`harness repro {cell.id}` writes its faithful script")
+    torch.manual_seed(o.seed)
+    model = build_model(arch, cell.task)
+    batch = arch.make_batch(cell.task, model, cell.inputs, 0, o.seed)
+    if "labels" not in batch:
+        raise SelectionError(f"--minimal needs a head with a loss; {cell.id} trains a {cell.task} model on a "
+                             f"projection of its outputs: `harness repro {cell.id}` writes its faithful script")
+    try:
+        rep = be.repro(method, arch, cell.task, model)
+    except NotImplementedError as exc:
+        raise SelectionError(f"cannot write a repro for {cell.id}: {exc}") from None
+    cfg = model.config
+    diff = cfg.to_diff_dict()
+    for k in ("transformers_version", "model_type"):
+        diff.pop(k, None)
+    want, why = expected(cell.fields())
+    cause = textwrap.fill(f"Known cause: {why.reason}", 100) + f"\n{why.link}" if why else "No known cause recorded."
+    return MINIMAL.format(
+        cell_id=cell.id, backend=cell.backend, arch=cell.arch, method=cell.method, gc_mode=cell.gc_mode,
+        order=cell.order, inputs=cell.inputs, expected="|".join(w.value for w in want), cause=cause,
+        versions=", ".join(f"{k} {v}" for k, v in versions().items() if v and k != "python"),
+        imports=rep["imports"], model_cls=type(model).__name__, config_cls=type(cfg).__name__,
+        config=repr(_jsonable(diff)), method_config=repr(_jsonable(_set_fields(method.make_config(arch, cell.task),
+                                                                               rep["config"]))),
+        setup=textwrap.indent(rep["setup"], " " * 4),
+        attach=textwrap.indent(rep["attach"], " " * 4), batch_extra=rep.get("batch_extra", "{}"),
+        batches=_batches_source(arch, cell.task, model, cell.inputs, o.steps, o.seed, method),
+        reentrant=cell.gc_mode == "reentrant", gc_extra=backends.base.EXTRA_GC_MODES.get(cell.gc_mode, {}),
+        order_words="before the adapter is attached" if cell.order == "gc_first" else "after attaching it",
+        seed=o.seed, lr=o.lr, tol={k: v for k, v in compare.DEFAULT_TOL.items() if k in ("float32", "float64")})
+
+
+def _set_fields(config, fields: dict) -> dict:
+    """The fields of a peft config that differ from its class's defaults (and those naming the method), for a
+    reader; all of them for another library's or when the class has no defaults."""
+    if not isinstance(fields, dict) or "peft_type" not in fields:   # adapters: AdapterConfig.load reads the whole dict
+        return fields
+    try:
+        defaults = type(config)().to_dict()
+    except Exception:  # noqa: BLE001
+        return fields
+    keep = ("peft_type", "task_type")
+    return {k: v for k, v in fields.items() if k in keep or k not in defaults or defaults[k] != v}
+
+
+def write_repro(cell_id: str, path: str | None = None, minimal: bool = False) -> str:
+    src = minimal_script(cell_id) if minimal else script(cell_id)
     if path:
         with open(path, "w") as fh:
             fh.write(src)
@@ -179,6 +236,9 @@ import numpy as np
 import torch
 import transformers
 {imports}
+
+warnings.formatwarning = lambda message, category, *a, **k: f"[library warning] {{category.__name__}}: {{message}}\\n"
+transformers.logging.enable_explicit_format()   # transformers' own messages say where they come from
 
 ORDER = "{order}"
 STEPS, SEED, LR, DTYPE, TIMEOUT = {steps}, {seed}, {lr}, "{dtype}", {timeout}
@@ -342,6 +402,112 @@ def main():
         print(triage(*judged))
     print(f"OUTCOME: {{v.outcome.value}}: {{v.detail}}")
     return 0 if v.outcome is Outcome.EQUIVALENT else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+
+
+MINIMAL = '''#!/usr/bin/env python
+"""Does gradient checkpointing change training? {cell_id}
+
+{backend} / {arch} / {method}; {gc_mode}, checkpointing enabled {order_words}, inputs {inputs}.
+The same tiny model trained twice from one seed on the same batches, plainly and with gradient
+checkpointing (dropout on); the gradients of every step compared. Expected here: {expected}.
+{cause}
+
+Made by `python -m harness repro {cell_id} --minimal` with {versions}.
+The faithful script (the harness's own loop, probes and comparator): the same command without --minimal.
+"""
+import os
+import sys
+import warnings
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import numpy as np
+import torch
+import transformers
+{imports}
+
+warnings.formatwarning = lambda message, category, *a, **k: f"[library warning] {{category.__name__}}: {{message}}\\n"
+transformers.logging.enable_explicit_format()   # transformers' own messages say where they come from
+
+ORDER, GC_KWARGS, GC_EXTRA = "{order}", {{"use_reentrant": {reentrant}}}, {gc_extra}
+SEED, LR, TOLERANCE = {seed}, {lr}, {tol!r}   # (atol, rtol x the tensor's scale) per dtype
+CONFIG = {config}
+METHOD_CONFIG = {method_config}
+{batches}
+
+
+def enable_checkpointing(model):
+    if GC_EXTRA:
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=GC_KWARGS, **GC_EXTRA)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=GC_KWARGS)
+
+
+def train(checkpointing, dtype):
+    global DTYPE
+    DTYPE = str(dtype).split(".")[-1]
+    torch.manual_seed(SEED)
+    config = transformers.{config_cls}()
+    for key, value in CONFIG.items():
+        sub = getattr(config, key, None)
+        if isinstance(value, dict) and isinstance(sub, transformers.PretrainedConfig):
+            for k, v in value.items():
+                setattr(sub, k, v)
+        else:
+            setattr(config, key, value)
+    model = transformers.{model_cls}(config).to(dtype)
+{setup}
+    if checkpointing and ORDER == "gc_first":
+        enable_checkpointing(model)
+    torch.manual_seed(SEED + 1)
+{attach}
+    if checkpointing and ORDER == "adapter_first":
+        enable_checkpointing(model)
+    model.train()
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    optimizer = torch.optim.SGD([p for _, p in named], lr=LR)
+    grads = []
+    for step, batch in enumerate(BATCHES):
+        batch = {{k: v.to(dtype) if v.is_floating_point() else v for k, v in dict(batch, **{batch_extra}).items()}}
+        torch.manual_seed(SEED + 100 + step)   # the same dropout masks in both runs
+        np.random.seed(SEED + 100 + step)
+        model(**batch).loss.backward()
+        grads.append({{n: None if p.grad is None else p.grad.detach().clone() for n, p in named}})
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return grads
+
+
+def differences(plain, checkpointed, dtype):
+    atol, rtol = TOLERANCE[str(dtype).split(".")[-1]]
+    for step, (a, b) in enumerate(zip(plain, checkpointed)):
+        for name, ga in a.items():
+            gb = b[name]
+            if ga is not None and ga.abs().max() > 0 and (gb is None or gb.abs().max() == 0):
+                return "missing_grad", f"step {{step}}: {{name}} gets no gradient with checkpointing"
+            if ga is not None and gb is not None and (ga - gb).abs().max() > atol + rtol * ga.abs().max():
+                return "mismatch", (f"step {{step}}: gradient of {{name}} differs by "
+                                    f"{{(ga - gb).abs().max().item():.3g}} (tolerance {{atol}} + {{rtol}} x scale)")
+    return "equivalent", "every gradient of every step within tolerance"
+
+
+def main():
+    plain = train(False, torch.float32)
+    try:
+        checkpointed = train(True, torch.float32)
+    except Exception as exc:
+        print(f"VERDICT: gc_error: checkpointed training raises {{type(exc).__name__}}: {{exc}}")
+        return 1
+    outcome, detail = differences(plain, checkpointed, torch.float32)
+    if outcome == "mismatch":   # rounding that training amplifies, or a real difference: float64 tells
+        outcome, detail = differences(train(False, torch.float64), train(True, torch.float64), torch.float64)
+        detail += " (float64)"
+    print(f"VERDICT: {{outcome}}: {{detail}}")
+    return 0 if outcome == "equivalent" else 1
 
 
 if __name__ == "__main__":

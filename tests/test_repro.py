@@ -118,3 +118,56 @@ def test_config_literal_keeps_non_finite_floats():
     back = eval(repr(_jsonable(cfg)))
     nan = back["nested"]["x"][0]
     assert back["limit"] == [0.0, float("inf")] and back["low"] == float("-inf") and nan != nan
+
+
+MINIMAL = [
+    "full-bert-full-reentrant-padded-gc_first",                        # equivalent
+    "peft-bert-lora-reentrant-masked-adapter_first",                   # missing_grad on 4.x
+    "peft-bert-pvera_seeded-non_reentrant-masked-adapter_first",       # mismatch, confirmed in float64
+    "peft-llama-poly-non_reentrant-masked-gc_first",                   # gc_error
+    "adapters-t5-loreft-non_reentrant-unmasked-gc_first",              # mismatch
+    "adapters-llama-lora-non_reentrant-padded-adapter_first",          # equivalent, left padding
+]
+
+
+@pytest.mark.parametrize("cell_id", MINIMAL)
+def test_the_minimal_script_reaches_the_cells_outcome(tmp_path, capsys, cell_id):
+    """`repro --minimal`: a short script of the user's calls and a plain compare; its verdict is the harness's."""
+    backend = cell_id.split("-")[0]
+    if backends.get(backend).missing:
+        pytest.skip(backends.get(backend).missing)
+    from harness.cells import SelectionError, find
+    from harness.repro import minimal_script
+
+    try:
+        cell = find(cell_id)
+    except SelectionError:   # a method of a later peft
+        pytest.skip(f"{cell_id} is not in the matrix of these versions")
+    want = Runner().run_cell(cell)["outcome"]
+    src = minimal_script(cell_id)
+    assert len(src.splitlines()) < 150
+    imported = set(re.findall(r"^(?:import|from) (\w+)", src, re.M))
+    assert imported <= {"os", "sys", "warnings", "numpy", "torch", "transformers", "peft", "adapters", "copy"}
+    path = tmp_path / "minimal.py"
+    path.write_text(src)
+    if cell_id == MINIMAL[0]:   # alone, with no harness on the path
+        q = subprocess.run([sys.executable, str(path)], cwd=tmp_path, env={**ENV, "PYTHONPATH": ""},
+                           capture_output=True, text=True, timeout=600)
+        out, rc = q.stdout + q.stderr, q.returncode
+    else:
+        import runpy
+
+        with pytest.raises(SystemExit) as done:
+            runpy.run_path(str(path), run_name="__main__")
+        out, rc = capsys.readouterr().out, done.value.code
+    m = re.search(r"^VERDICT: (\w+):", out, re.M)
+    assert m and m.group(1) == want, out
+    assert rc == (0 if want == "equivalent" else 1)
+
+
+def test_minimal_refuses_what_it_does_not_cover_in_one_line(capsys):
+    from harness import cli
+
+    assert cli.main(["repro", "peft-llama-lora-reentrant-masked-gc_first-switch", "--minimal"]) == 2
+    err = capsys.readouterr().err
+    assert "--minimal writes the plain loop" in err and len(err.strip().splitlines()) == 1
