@@ -225,10 +225,19 @@ def resolve(cell: Cell, archs: dict | None = None):
 def find(cell_id: str) -> Cell:
     """The cell with this id: only the cells of the archs the id can start with are made (an arch's name may hold
     a hyphen, so each arch whose name fits is tried)."""
+    import difflib
+
+    near: list[str] = []
     for b in backends.BACKEND_NAMES:
         if cell_id.startswith(b + "-"):
             archs = [a for a in archs_for(b) if cell_id.startswith(f"{b}-{a}-")]
-            for c in full_product(b, archs=archs) if archs else ():
+            if not archs:   # a misspelt arch: the ids of the closest names
+                head = cell_id[len(b) + 1:].split("-")[0]
+                archs = difflib.get_close_matches(head, list(archs_for(b)), n=2)
+            cells = full_product(b, archs=archs) if archs else []
+            for c in cells:
                 if c.id == cell_id:
                     return c
-    raise SelectionError(f"no cell has id {cell_id!r}; `python -m harness list` shows the axes")
+            near += difflib.get_close_matches(cell_id, [c.id for c in cells], n=1, cutoff=0.8)
+    hint = f"; did you mean {near[0]!r}?" if near else ""
+    raise SelectionError(f"no cell has id {cell_id!r}{hint}; `python -m harness list` shows the axes")

@@ -455,3 +455,15 @@ def test_matrix_ledger_keeps_each_complete_parts_figures(tmp_path, monkeypatch):
         Path(ledger).write_text(json.dumps(book))
     adder.join(10)
     assert list(json.loads(Path(ledger).read_text())["entries"]) == ["1", "2", "4"]
+
+
+@pytest.mark.parametrize("cell_id, near", [
+    ("full-lama-full-reentrant-masked-gc_first", "full-llama-full-reentrant-masked-gc_first"),   # a misspelt arch
+    ("full-bert-full-reentrant-maskd-gc_first", "full-bert-full-reentrant-masked-gc_first"),     # a misspelt value
+    ("nothing-like-an-id", None),
+])
+def test_repro_of_an_unknown_cell_names_the_close_one(capsys, cell_id, near):
+    assert cli.main(["repro", cell_id]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: no cell has id {cell_id!r}") and "\n" not in err
+    assert (f"did you mean {near!r}?" in err) if near else "did you mean" not in err
