@@ -68,6 +68,16 @@ def _parser() -> argparse.ArgumentParser:
     led.add_argument("json_paths", nargs="+", metavar="JSON")
     led.add_argument("-o", "--output", required=True, metavar="LEDGER.jsonl.gz")
     led.add_argument("--label", default="", help="what the ledger covers, shown by the report")
+    bi = sub.add_parser("bisect", help="the first release of a package where a cell's outcome changes (an "
+                                       "environment per release, the cell's repro script run in each)")
+    bi.add_argument("cell_id", nargs="?", help="the cell (or --script)")
+    bi.add_argument("--package", required=True, choices=("transformers", "peft", "adapters"))
+    bi.add_argument("--good", metavar="V", help="one end of the releases searched (default: the oldest)")
+    bi.add_argument("--bad", metavar="V", help="the other end (default: the newest)")
+    bi.add_argument("--script", metavar="FILE", help="bisect this script's `OUTCOME:` line instead of a cell's")
+    bi.add_argument("--index-url", metavar="URL", help="the package index to list and install releases from")
+    bi.add_argument("--envs", metavar="DIR", help="where the environments are kept (default ~/.cache/gc-harness/"
+                                                  "bisect)")
     rp = sub.add_parser("repro", help="write a standalone script reproducing one cell")
     rp.add_argument("cell_id")
     rp.add_argument("-o", "--output")
@@ -131,6 +141,8 @@ def _main(args) -> int:
             return _check(args)
         if args.cmd == "calibrate":
             return _calibrate(args)
+        if args.cmd == "bisect":
+            return _bisect(args)
         if args.cmd == "report":
             return _report(args)
         if args.cmd == "ledger":
@@ -320,6 +332,30 @@ def _check(args) -> int:
     print(report.full_summary(cells) + (f" ({len(incomplete)} incomplete run(s): {', '.join(incomplete)})"
                                         if incomplete else ""))
     return _exit_code(cells, args.fail_on)
+
+
+def _bisect(args) -> int:
+    import tempfile
+
+    from . import bisect
+    from .cells import SelectionError
+
+    if bool(args.cell_id) == bool(args.script):
+        raise SelectionError("bisect takes a CELL_ID or --script FILE")
+    if args.script and not os.path.isfile(args.script):
+        raise SelectionError(f"--script {args.script!r} is not a file")
+    with tempfile.TemporaryDirectory() as tmp:
+        script = args.script
+        if not script:
+            from .repro import script as repro_script
+
+            script = os.path.join(tmp, "repro.py")
+            with open(script, "w") as fh:
+                fh.write(repro_script(args.cell_id, with_outcome=False))
+        result = bisect.bisect(os.path.abspath(script), args.package, args.good, args.bad, args.index_url,
+                               args.envs or bisect.ENVS, say=lambda s: print(s, flush=True))
+    print(result.summary())
+    return 0
 
 
 def _report(args) -> int:

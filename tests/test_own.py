@@ -66,6 +66,8 @@ def spec_of(model_type: str):
     (VIT, {"qkv_bias": False, "image_size": 32}),
 ], ids=["mixtral", "t5", "vit"])
 def test_a_config_is_shrunk_keeping_its_switches(tmp_path, config, kept):
+    if not any(config["model_type"] in archs_for(b) for b in backends.BACKEND_NAMES if not backends.get(b).missing):
+        pytest.skip(f"{config['model_type']} is not covered with these versions (4.48.3 has no zoo)")
     implied = own.install(model_config=write(tmp_path, "config.json", config))
     spec = spec_of(config["model_type"])
     assert implied == {"arch": config["model_type"]} and spec.notes.startswith("from ")
