@@ -6,6 +6,11 @@ from .entry import Expect
 from .groups import (A, ADAPTERS_SRC, TF_SRC, ENC_DEC, FUSED_EXPERTS_5, FUSED_QKV, GQA, P, PEFT_SRC, PREFIX_CACHE_ARCHS, TF5)
 
 ENTRIES: list[Expect] = [
+    Expect({"arch": "deberta", "recipe": "autocast"}, Outcome.ERROR,
+           "DeBERTa's attention fills masked scores with torch.finfo(query_layer.dtype).min, the float32 minimum, "
+           "into bfloat16 scores under autocast ('value cannot be converted to type c10::BFloat16 without "
+           "overflow'), without checkpointing (4.48.3 to 5.24.0; DeBERTa-v2 takes the scores' own dtype)",
+           f"{TF_SRC}/models/deberta/modeling_deberta.py#L276", {"transformers": ">=4.48"}),
     Expect({"backend": "transformers_peft", "method": "adalora"}, Outcome.ERROR,
            "transformers' add_adapter passes low_cpu_mem_usage to the tuner, which peft 0.14's AdaLoraModel does not "
            "take (TypeError), without checkpointing", f"{PEFT_SRC}/tuners/adalora/model.py", {"peft": "<0.15"}),
