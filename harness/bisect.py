@@ -5,7 +5,8 @@ Each release gets an environment of its own (kept under --envs for the next bise
 site-packages come first and this environment's after (one .pth line), into which this environment's pip installs
 the package at that release and whatever of its dependencies this environment lacks or has at other versions. So
 torch and the rest are this environment's: no release pulls another torch. The cell's faithful repro script, written
-here, runs in each; its `OUTCOME:` line is the release's outcome (a script that stops before one: its last line).
+here (or any script: --script, e.g. a cases/ one), runs in each; its `OUTCOME:` line is the release's outcome (a
+script without one: its exit code).
 Releases come from the package index (`pip index versions`; `--index-url` for another, e.g. a local one); the final
 releases between --good and --bad (the two ends, either order; default the oldest and the newest) are searched, a
 binary search for the first whose outcome differs from the older end's.
@@ -88,16 +89,17 @@ def environment(package: str, version: str, envs: str = ENVS, index_url: str | N
     return python
 
 
-def outcome(python: str, script: str, timeout: float = 1800) -> str:
-    """The `OUTCOME: x` of a script run by `python` (a script that stops before one: its exit code and last line)."""
+def outcome(python: str, script: str, timeout: float = 1800) -> tuple[str, str]:
+    """(outcome, its last line) of a script run by `python`: its `OUTCOME: x` line's x, or for a script without
+    one (a cases/ script: exit 0 behaves, 1 the bug is present) `exit N`."""
     with tempfile.TemporaryDirectory() as cwd:
         p = subprocess.run([python, script], capture_output=True, text=True, cwd=cwd, timeout=timeout,
                            env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""})
-    m = re.search(r"^OUTCOME: (\w+)", p.stdout, re.M)
+    m = re.search(r"^OUTCOME: (\w+).*", p.stdout, re.M)
     if m:
-        return m.group(1)
-    last = (p.stderr or p.stdout).strip().splitlines()[-1:] or [""]
-    return f"exit {p.returncode}: {last[0][:160]}"
+        return m.group(1), m.group(0)[:160]
+    last = (p.stdout.strip() or p.stderr.strip()).splitlines()[-1:] or [""]
+    return f"exit {p.returncode}", last[0][:160]
 
 
 def bisect(script: str, package: str, good: str | None = None, bad: str | None = None, index_url: str | None = None,
@@ -120,8 +122,8 @@ def bisect(script: str, package: str, good: str | None = None, bad: str | None =
     def run(i: int) -> str:
         v = span[i]
         if v not in result.tried:
-            result.tried[v] = outcome(environment(package, v, envs, index_url), script)
-            say(f"# {package} {v}: {result.tried[v]}")
+            result.tried[v], last = outcome(environment(package, v, envs, index_url), script)
+            say(f"# {package} {v}: {result.tried[v]} ({last})")
         return result.tried[v]
 
     say(f"# {len(span)} releases of {package} from {span[0]} to {span[-1]}")

@@ -128,13 +128,17 @@ def default_tier(backend: str) -> list[Cell]:
     chosen: dict[str, Cell] = {}
 
     def first(arch: ArchSpec, task: str, method: str | None = None, **fix) -> Cell | None:
+        """The cell of `arch` and `task` with these settings and `method`, or the first method that applies (the
+        first such cell of the product's order; only the asked method's applicability is computed)."""
         want = dict(gc_mode=be.gc_modes[0], inputs=arch.inputs[0], order=be.orders[0], recipe="loop")
         want.update(fix)
-        for c in _cells_of(backend, arch, [task], [want["recipe"]]):
-            if method and c.method != method:
-                continue
-            if all(getattr(c, k) == v for k, v in want.items()):
-                return c
+        if want["inputs"] not in arch.inputs or want["gc_mode"] not in be.gc_modes or want["order"] not in be.orders:
+            return None
+        for m in [be.methods[method]] if method else be.methods.values():
+            if m.applies(arch, task) is None and recipe_applies(want["recipe"], be, want["gc_mode"], want["order"],
+                                                                m, arch) is None:
+                return Cell(backend, arch.name, m.name, want["gc_mode"], want["inputs"], want["order"], task,
+                            task == arch.primary_task, arch.modality, want["recipe"])
         return None
 
     def add(c: Cell | None):
