@@ -420,6 +420,7 @@ checkpointing (dropout on); the gradients of every step compared. Expected here:
 Made by `python -m harness repro {cell_id} --minimal` with {versions}.
 The faithful script (the harness's own loop, probes and comparator): the same command without --minimal.
 """
+import base64
 import os
 import sys
 import warnings
@@ -437,6 +438,13 @@ ORDER, GC_KWARGS, GC_EXTRA = "{order}", {{"use_reentrant": {reentrant}}}, {gc_ex
 SEED, LR, TOLERANCE = {seed}, {lr}, {tol!r}   # (atol, rtol x the tensor's scale) per dtype
 CONFIG = {config}
 METHOD_CONFIG = {method_config}
+
+
+def exact(shape, dtype, data):
+    """A float tensor (pixels, audio) stored exactly: its bytes in base64."""
+    return torch.frombuffer(bytearray(base64.b64decode(data)), dtype=getattr(torch, dtype)).reshape(shape).clone()
+
+
 {batches}
 
 
