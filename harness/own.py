@@ -75,7 +75,8 @@ def arch_from_config(path: str, seq_len: int | None = None, weights: str | None 
         dropout = {k: v for k, v in shrunk_values(cfg).items() if "drop" in k.split(".")[-1]}
         return replace(base, overrides={**user, **dropout}, build=_loader(weights, base, dropout),
                        notes=f"the checkpoint in {weights}, unshrunk")
-    overrides = {**user, **shrunk_values(cfg), **arch_overrides(mtype, cfg)}
+    # the model type's own fixes under the user's values, the rule's sizes of the user's config over both
+    overrides = {**dict(base.overrides), **user, **shrunk_values(cfg), **arch_overrides(mtype, cfg)}
     cut = []
     for k, v in list(overrides.items()):
         last = k.split(".")[-1]

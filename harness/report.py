@@ -81,17 +81,29 @@ def pivot(results: list[dict], axis: str, only_broken: bool = False) -> list[str
 SAFE_AXES = ("gc_mode", "order", "inputs", "recipe")   # settings a user can change, nearest first
 
 
-def safe_instead(result: dict, results: list[dict]) -> str:
-    """The nearest setting measured safe in `results` for the cell's backend, arch, method and task: the same cell
-    with one of SAFE_AXES changed (the first axis that has one), e.g. "gc_mode=non_reentrant"; "" if none."""
+def safe_settings(results: list[dict]):
+    """A function giving a cell the nearest setting measured safe in `results` for its backend, arch, method and task:
+    the same cell with one of SAFE_AXES changed (the first axis that has one), e.g. "gc_mode=non_reentrant"; "" if
+    none. Indexed once, so a product's summary stays linear."""
     same = ("backend", "arch", "method", "task")
-    for axis in SAFE_AXES:
-        others = [a for a in SAFE_AXES if a != axis]
-        for r in results:
-            if (r["outcome"] == "equivalent" and all(r.get(a) == result.get(a) for a in same + tuple(others))
-                    and r.get(axis) != result.get(axis)):
-                return f"{axis}={r.get(axis, AXIS_DEFAULTS.get(axis))}"
-    return ""
+
+    def key(r: dict, axis: str) -> tuple:
+        return tuple(r.get(a, AXIS_DEFAULTS.get(a)) for a in same + SAFE_AXES if a != axis)
+
+    safe: dict[tuple, dict[str, list]] = {axis: defaultdict(list) for axis in SAFE_AXES}
+    for r in results:
+        if r["outcome"] == "equivalent":
+            for axis in SAFE_AXES:
+                safe[axis][key(r, axis)].append(r.get(axis, AXIS_DEFAULTS.get(axis)))
+
+    def nearest(result: dict) -> str:
+        for axis in SAFE_AXES:
+            mine = result.get(axis, AXIS_DEFAULTS.get(axis))
+            for value in safe[axis].get(key(result, axis), ()):
+                if value != mine:
+                    return f"{axis}={value}"
+        return ""
+    return nearest
 
 
 def by_cause(results: list[dict]) -> dict[tuple[str, str], list[dict]]:
@@ -113,8 +125,9 @@ def broken_section(results: list[dict]) -> list[str]:
     if not broken:
         return []
     out = [f"broken by checkpointing: {len(broken)} cells"]
+    nearest = safe_settings(results)
     for (reason, link), cells in by_cause(broken).items():
-        alts = Counter(a for a in (safe_instead(r, results) for r in cells) if a)
+        alts = Counter(a for a in map(nearest, cells) if a)
         new = sum(not r["matches"] for r in cells)
         out.append(f"- {len(cells)} cells ({histogram(cells)}{f'; {new} NEW' if new else ''}): "
                    f"{short(reason) if reason else 'no recorded cause'}")
