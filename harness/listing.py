@@ -6,6 +6,8 @@ from .archs import archs_for, registry_not_in_transformers, zoo_survey
 from .archs.base import INPUTS
 from .cells import SelectionError, check_values, split_values
 from .expectations import EXPECTATIONS
+from .expectations.entry import _matches
+from .report import CASE, short
 from .train import RECIPES, recipe_applies
 
 
@@ -55,11 +57,14 @@ def listing(backend: str | None = None) -> str:
                     out.append(f"    {mt:<30} {why}")
         if not be.missing:
             out.extend(calibration.summary(b))
-        exp = [e for e in EXPECTATIONS if e.match.get("backend", b) == b]
-        out.append(f"  known non-equivalent patterns ({len(exp)}):")
-        for e in exp:
-            outcomes = "|".join(o.value for o in e.outcomes)
-            out.append(f"    {e.match} -> {outcomes} {e.versions or ''}: {e.reason} {e.link}")
+        exp = [e for e in EXPECTATIONS if _matches({"backend": b}, "backend", e.match.get("backend", "*"))]
+        here = [e for e in exp if e.holds_here()]
+        out.append(f"  known non-equivalent patterns for the installed versions ({len(here)}; {len(exp) - len(here)} "
+                   f"more hold for other versions), first match wins; the full reasons: docs/findings.md:")
+        for e in here:
+            case = CASE.search(e.reason)
+            out.append(f"    {'|'.join(o.value for o in e.outcomes):<24} {e.pattern()}")
+            out.append(f"    {'':<24} {short(e.reason)}  {e.link}" + (f"  {case.group(0)}" if case else ""))
     return "\n".join(out)
 
 

@@ -44,11 +44,21 @@ class Expect:
             return False
         if self.unless and any(_matches(cell_fields, axis, pattern) for axis, pattern in self.unless.items()):
             return False
+        return self.holds_here()
+
+    def holds_here(self) -> bool:
+        """The entry's versions are the installed ones, and its machine condition holds."""
         for pkg, spec in self.versions.items():
             v = installed(pkg)
             if v is None or Version(v) not in SpecifierSet(spec):
                 return False
         return not self.machine or MACHINES[self.machine]()
+
+    def pattern(self) -> str:
+        """The cell pattern in one line: `axis=a|b`, then `unless axis=...`."""
+        def axes(d: dict) -> str:
+            return " ".join(f"{k}={v if isinstance(v, str) else '|'.join(v)}" for k, v in d.items())
+        return axes(self.match) + (f" unless {axes(self.unless)}" if self.unless else "")
 
 
 def _matches(cell_fields: dict, axis: str, pattern) -> bool:
