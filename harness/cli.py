@@ -375,6 +375,8 @@ def _report(args) -> int:
           f"{time.perf_counter() - t0:.1f} s")
     for p in paths:
         print(p)
+    if not any(p.endswith(".png") for p in paths):
+        print("# no PNG heatmaps: matplotlib is not installed (pip install '.[report]')")
     return 0
 
 
