@@ -68,8 +68,8 @@ def resume_calibration(path: str | None, selection: dict) -> dict:
 
 # The per-cell ledger: what `harness report` renders without rerunning, a few bytes per cell. Gzipped JSON Lines:
 # a header line {"ledger": 1, versions, complete, label, causes: [[reason, link], ...]}, then one line per cell with
-# its axes, outcome, expected, matches, the index of its cause in the header (-1: none), its seconds, and its
-# detail where the outcome is not `equivalent` (cut to DETAIL characters).
+# its axes, outcome, expected, matches, the index of its cause in the header (-1: none), its seconds (0.01 s), and
+# its detail (cut to DETAIL characters) where the outcome is not `equivalent` and no recorded cause explains it.
 LEDGER = 1
 DETAIL = 300
 _KEPT = ("id", *AXES, "modality", "outcome", "expected", "matches")
@@ -89,8 +89,8 @@ def write_ledger(path: str, runs: list[dict], label: str = "") -> int:
             cause = (r.get("reason", ""), r.get("link", ""))
             idx = causes.setdefault(cause, len(causes)) if any(cause) else -1
             out = {k: r.get(k, AXIS_DEFAULTS.get(k)) for k in _KEPT}
-            out.update(cause=idx, seconds=round(r.get("seconds", 0.0), 3))
-            if r["outcome"] != "equivalent":
+            out.update(cause=idx, seconds=round(r.get("seconds", 0.0), 2))
+            if r["outcome"] != "equivalent" and (idx < 0 or not r["matches"]):   # a recorded cause says the rest
                 out["detail"] = r.get("detail", "")[:DETAIL]
             lines.append(json.dumps(out, separators=(",", ":")))
     header = {"ledger": LEDGER, "versions": runs[0].get("versions", {}) if runs else versions(),
