@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.xdist_group("bisect")   # one worker: the environments are shared
+pytestmark = [pytest.mark.xdist_group("bisect"),   # one worker: the environments are shared
+              pytest.mark.versionless]
 
 from harness import bisect, cli
 
