@@ -10,7 +10,7 @@ from harness import AXES, backends, tables
 from harness.archs.registry import ARCHS
 from harness.archs.base import ARCH_TRAITS
 from harness.backends.base import TRAITS
-from harness.expectations import EXPECTATIONS, ORDER, Expect, expected
+from harness.expectations import EXPECTATIONS, ORDER, Expect, expected, with_traits
 from harness.expectations.entry import TRAIT
 from harness.outcomes import Outcome
 
@@ -108,3 +108,30 @@ def test_precedence_is_the_stated_order_of_the_entry_files():
     assert EXPECTATIONS == [e for module in ORDER for e in module.ENTRIES]
     assert [m.__name__.rsplit(".", 1)[-1] for m in ORDER] == [
         "first", "refusals", "plain_failures", "findings_models", "findings_general", "findings_recipes"]
+
+
+def test_transformers_peft_takes_peft_s_entries_of_the_other_order():
+    """transformers' gradient_checkpointing_enable calls enable_input_require_grads once an adapter is loaded, as
+    get_peft_model does on a model that already checkpoints: a transformers_peft plain-loop cell no entry of its own
+    explains is what peft's entries say of the same cell in the other order."""
+    cell = {"backend": "transformers_peft", "arch": "bart", "method": "lora", "gc_mode": "reentrant",
+            "inputs": "masked", "task": "seq_cls", "recipe": "loop", "modality": "text"}
+    took = []
+    for order, other in (("gc_first", "adapter_first"), ("adapter_first", "gc_first")):
+        want, why = expected({**cell, "order": order}, calibrated=False)
+        peft_want, peft_why = expected({**cell, "backend": "peft", "order": other}, calibrated=False)
+        own = [e for e in EXPECTATIONS if e.applies(with_traits({**cell, "order": order}))]
+        if own:   # an entry of its own wins
+            assert why is own[0]
+        elif peft_why is not None:
+            assert want == peft_want and why.reason.startswith(f"as peft's {other}") and peft_why.reason in why.reason
+            took.append(order)
+        else:
+            assert want == (Outcome.EQUIVALENT,) and why is None
+    from harness.versions import installed
+
+    if installed("transformers").startswith("4.57"):   # BART's encoder is not hooked on 4.x (fixed in 5.0.0)
+        assert took == ["adapter_first"]
+    # only the plain loop: a recipe's own behaviour (switch) has entries of its own
+    want, why = expected({**cell, "order": "adapter_first", "recipe": "autocast"}, calibrated=False)
+    assert why is None or not why.reason.startswith("as peft's")

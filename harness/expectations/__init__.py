@@ -63,7 +63,27 @@ def expected(cell_fields: dict, table: list[Expect] | None = None,
             return e.outcomes, e
     if failing is not None:
         return failing.outcomes, failing
+    if cell_fields.get("backend") == "transformers_peft" and table is None and \
+            cell_fields.get("recipe", "loop") == "loop":
+        return _as_peft(cell_fields)
     return (Outcome.EQUIVALENT,), None
+
+
+SWAPPED = {"gc_first": "adapter_first", "adapter_first": "gc_first"}
+AS_PEFT = ("as peft's {order} (transformers' gradient_checkpointing_enable calls enable_input_require_grads once an "
+           "adapter is loaded, as get_peft_model does on a model that already checkpoints; added after checkpointing, "
+           "the adapter gets no such call, as after peft's own gradient_checkpointing_enable): ")
+
+
+def _as_peft(cell_fields: dict) -> tuple[tuple[Outcome, ...], Expect | None]:
+    """A transformers_peft cell no entry of its own explains: what peft's entries say of the same cell in the other
+    order (the orders in which each library calls enable_input_require_grads are swapped)."""
+    twin = {**cell_fields, "backend": "peft", "order": SWAPPED.get(cell_fields.get("order"), cell_fields.get("order"))}
+    twin.pop("traits", None)
+    want, why = expected(twin, calibrated=False)   # peft's plain failures are often its task wrapper's
+    if why is None:
+        return want, None
+    return want, Expect({}, want, AS_PEFT.format(order=twin["order"]) + why.reason, why.link)
 
 
 def judge(cell_fields: dict, outcome: str) -> dict:
