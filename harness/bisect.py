@@ -26,7 +26,6 @@ from packaging.version import InvalidVersion, Version
 
 from .cells import SelectionError
 
-PACKAGES = ("transformers", "peft", "adapters")
 ENVS = os.path.join(os.path.expanduser("~"), ".cache", "gc-harness", "bisect")
 
 

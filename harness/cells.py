@@ -89,20 +89,27 @@ def check_values(axis: str, wanted: list[str] | None, valid: list[str]):
         raise SelectionError(f"unknown {axis} {', '.join(map(repr, bad))}{hint}; {known}")
 
 
-def _cells_of(backend: str, arch: ArchSpec, tasks: Iterable[str], recipes: Iterable[str] = RECIPES) -> Iterator[Cell]:
+def _cells_of(backend: str, arch: ArchSpec, tasks: Iterable[str], recipes: Iterable[str] = RECIPES,
+              methods: Iterable[str] | None = None, **only: str) -> Iterator[Cell]:
+    """The cells of `arch` for these tasks and recipes, in the product's order; `methods` and `only` (inputs=,
+    gc_mode=, order=) narrow it, so that only the methods asked for have their applicability computed."""
     be = backends.get(backend)
     for task in tasks:
-        for method in be.methods.values():
+        for method in [be.methods[m] for m in methods] if methods is not None else be.methods.values():
             if method.applies(arch, task) is not None:
                 continue
-            for inputs in arch.inputs:
-                for gc_mode in be.gc_modes:
-                    for order in be.orders:
+            for inputs in _narrowed(arch.inputs, only.get("inputs")):
+                for gc_mode in _narrowed(be.gc_modes, only.get("gc_mode")):
+                    for order in _narrowed(be.orders, only.get("order")):
                         for recipe in recipes:
                             if recipe_applies(recipe, be, gc_mode, order, method, arch) is not None:
                                 continue
                             yield Cell(backend, arch.name, method.name, gc_mode, inputs, order, task,
                                        task == arch.primary_task, arch.modality, recipe)
+
+
+def _narrowed(values: Iterable[str], value: str | None) -> Iterable[str]:
+    return values if value is None else [v for v in values if v == value]
 
 
 def full_product(backend: str, all_tasks: bool = True, archs: Iterable[str] | None = None,
@@ -130,16 +137,10 @@ def default_tier(backend: str) -> list[Cell]:
     def first(arch: ArchSpec, task: str, method: str | None = None, **fix) -> Cell | None:
         """The cell of `arch` and `task` with these settings and `method`, or the first method that applies (the
         first such cell of the product's order; only the asked method's applicability is computed)."""
-        want = dict(gc_mode=be.gc_modes[0], inputs=arch.inputs[0], order=be.orders[0], recipe="loop")
+        want = dict(gc_mode=be.gc_modes[0], inputs=arch.inputs[0], order=be.orders[0])
         want.update(fix)
-        if want["inputs"] not in arch.inputs or want["gc_mode"] not in be.gc_modes or want["order"] not in be.orders:
-            return None
-        for m in [be.methods[method]] if method else be.methods.values():
-            if m.applies(arch, task) is None and recipe_applies(want["recipe"], be, want["gc_mode"], want["order"],
-                                                                m, arch) is None:
-                return Cell(backend, arch.name, m.name, want["gc_mode"], want["inputs"], want["order"], task,
-                            task == arch.primary_task, arch.modality, want["recipe"])
-        return None
+        recipe = want.pop("recipe", "loop")
+        return next(_cells_of(backend, arch, [task], [recipe], [method] if method else None, **want), None)
 
     def add(c: Cell | None):
         if c is not None:

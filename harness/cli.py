@@ -71,7 +71,7 @@ def _parser() -> argparse.ArgumentParser:
     bi = sub.add_parser("bisect", help="the first release of a package where a cell's outcome changes (an "
                                        "environment per release, the cell's repro script run in each)")
     bi.add_argument("cell_id", nargs="?", help="the cell (or --script)")
-    bi.add_argument("--package", required=True, choices=("transformers", "peft", "adapters"))
+    bi.add_argument("--package", required=True, choices=BISECTED)
     bi.add_argument("--good", metavar="V", help="one end of the releases searched (default: the oldest)")
     bi.add_argument("--bad", metavar="V", help="the other end (default: the newest)")
     bi.add_argument("--script", metavar="FILE", help="bisect this script's `OUTCOME:` line instead of a cell's")
@@ -88,6 +88,7 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
+BISECTED = ("transformers", "peft", "adapters")   # the packages `bisect` searches the releases of
 JUNIT_HELP = ("write JUnit XML here: one testcase per cell, failed when not as expected (or, with --fail-on broken, "
               "broken), skipped (xfail) when a known non-safe outcome; detail, cause and link in the message")
 FAIL_ON = ("unexpected", "broken")

@@ -17,9 +17,7 @@ from .versions import versions
 def read_run(path: str) -> dict:
     """A run's --json, made with the versions installed here; SelectionError (one line) otherwise."""
     try:
-        with open(path) as fh:
-            data = json.load(fh)
-        data["cells"]
+        data = _load_run(path)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise SelectionError(f"cannot read a run's JSON from {path!r}: {type(exc).__name__}: {exc}") from None
     here = versions()
@@ -27,6 +25,14 @@ def read_run(path: str) -> dict:
     if differ:
         raise SelectionError(f"{path} was made with other versions than installed here: " +
                              ", ".join(f"{k} {a} (here {b})" for k, (a, b) in differ.items()))
+    return data
+
+
+def _load_run(path: str) -> dict:
+    """A run's --json as it is (OSError, ValueError, KeyError or TypeError when it is not one)."""
+    with open(path) as fh:
+        data = json.load(fh)
+    data["cells"][:0]   # noqa: B018  (a run has its cells)
     return data
 
 
@@ -79,6 +85,8 @@ def write_ledger(path: str, runs: list[dict], label: str = "") -> int:
     """Write the cells of `runs` (read run JSONs of one set of versions) to a ledger at `path`; the cell count."""
     import gzip
 
+    from .report import atomic
+
     vers = {json.dumps(r.get("versions", {}), sort_keys=True) for r in runs}
     if len(vers) > 1:
         raise SelectionError(f"a ledger holds one set of versions; these runs have {len(vers)}")
@@ -96,11 +104,9 @@ def write_ledger(path: str, runs: list[dict], label: str = "") -> int:
     header = {"ledger": LEDGER, "versions": runs[0].get("versions", {}) if runs else versions(),
               "complete": all(r.get("complete", True) for r in runs), "label": label,
               "causes": [list(c) for c in causes]}
-    tmp = path + ".tmp"
-    with gzip.open(tmp, "wt", compresslevel=9) as fh:
+    with atomic(path, "wt", lambda p, mode: gzip.open(p, mode, compresslevel=9)) as fh:
         fh.write(json.dumps(header, separators=(",", ":")) + "\n")
         fh.writelines(line + "\n" for line in lines)
-    os.replace(tmp, path)
     return len(lines)
 
 
@@ -122,9 +128,7 @@ def read_any(path: str) -> dict:
                     reason, link = causes[r.pop("cause")] if r["cause"] >= 0 else ("", "")
                     cells.append({**r, "reason": reason, "link": link, "detail": r.get("detail", "")})
             return {**header, "cells": cells}
-        with open(path) as fh:
-            data = json.load(fh)
-        data["cells"][:0]
+        data = _load_run(path)
         for r in data["cells"]:
             r["outcome"], r["expected"], r["matches"]   # noqa: B018  (a run's records have these)
         return {"label": "", **data}

@@ -17,7 +17,7 @@ import warnings
 from collections import Counter, defaultdict
 
 from .outcomes import BROKEN
-from .report import CASE, VERDICTS, histogram, short, verdict
+from .report import CASE, VERDICTS, atomic, by_cause, histogram, names, short, verdict
 
 COLOURS = {"broken, NEW": "#b2182b", "broken, known": "#ef8a62", "nondeterministic": "#c51b7d",
            "not checkpointed": "#fddbc7", "plain fails": "#bababa", "unsupported": "#e0e0e0", "safe": "#67a9cf"}
@@ -50,12 +50,9 @@ def worst(cells: list[dict]) -> str:
 
 def causes(cells: list[dict]) -> list[dict]:
     """The recorded causes of the cells that are not safe, widest first, and one row for broken cells with none."""
-    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    for c in cells:
-        if c["outcome"] != "equivalent" and (c.get("reason") or c["outcome"] in BROKEN):
-            groups[(c.get("reason", ""), c.get("link", ""))].append(c)
     rows = []
-    for (reason, link), cs in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+    for (reason, link), cs in by_cause([c for c in cells if c["outcome"] != "equivalent" and
+                                        (c.get("reason") or c["outcome"] in BROKEN)]).items():
         case = CASE.search(reason)
         rows.append({"reason": reason or "no recorded cause: a NEW finding", "short": short(reason) if reason else
                      "no recorded cause", "link": link, "case": case.group(0) if case else "", "cells": len(cs),
@@ -76,16 +73,10 @@ def render(runs: list[dict], out_dir: str, title: str = "") -> list[str]:
     title = title or "gradient checkpointing: what changes training"
     pngs = {key: _png(cells, key, out_dir) for key, cells in secs.items()}
     paths = [os.path.join(out_dir, f) for f in FILES]
-    _write(paths[0], _html(secs, found, title, labels))
-    _write(paths[1], _markdown(secs, found, title, labels, pngs))
+    for path, text in zip(paths, (_html(secs, found, title, labels), _markdown(secs, found, title, labels, pngs))):
+        with atomic(path) as fh:
+            fh.write(text)
     return paths + [p for p in pngs.values() if p]
-
-
-def _write(path: str, text: str) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
 
 
 def _grid(cells: list[dict]):
@@ -152,7 +143,8 @@ def _html(secs, found, title, labels) -> str:
         link = f"<a href='{e(row['link'])}'>{e(_short_link(row['link']))}</a>" if row["link"].startswith("http") \
             else e(row["link"])
         parts.append(f"<tr class='cause'><td title='{e(row['reason'])}'>{e(row['short'])}</td><td>{row['cells']}</td>"
-                     f"<td>{e(row['outcomes'])}</td><td>{e(_few(row['archs']))}</td><td>{e(_few(row['methods']))}</td>"
+                     f"<td>{e(row['outcomes'])}</td><td>{e(names(row['archs'], 8))}</td>"
+                     f"<td>{e(names(row['methods'], 8))}</td>"
                      f"<td>{e('; '.join(row['releases']))}</td><td>{link}</td><td>{e(row['case'])}</td></tr>")
     parts.append("</tbody></table>")
     # the cells of every square, gzipped (17x smaller: a product's page stays a few MB); the page inflates them
@@ -165,10 +157,6 @@ def _brief(c: dict) -> list:
     cause = short(c["reason"]) if c.get("reason") and c["outcome"] != "equivalent" else ""
     detail = "" if c["outcome"] == "equivalent" and c["matches"] else c.get("detail", "")[:300]
     return [c["id"], verdict(c), c["outcome"], c["expected"], detail, cause, c.get("link", "")]
-
-
-def _few(names: list[str], limit: int = 8) -> str:
-    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
 def _short_link(link: str) -> str:
@@ -197,7 +185,7 @@ def _markdown(secs, found, title, labels, pngs) -> str:
             "|---|---:|---|---|---|---|---|---|"]
     for row in found:
         link = f"[{_short_link(row['link'])}]({row['link']})" if row["link"].startswith("http") else row["link"]
-        cells = [row["short"], str(row["cells"]), row["outcomes"], _few(row["archs"]), _few(row["methods"]),
+        cells = [row["short"], str(row["cells"]), row["outcomes"], names(row["archs"], 8), names(row["methods"], 8),
                  "; ".join(row["releases"]), link, row["case"]]
         out.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
     return "\n".join(out) + "\n"

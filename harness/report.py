@@ -2,6 +2,7 @@
 the broken cells by cause with the setting that was safe), the JSON contract (docs/design.md section 5)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -114,7 +115,8 @@ def by_cause(results: list[dict]) -> dict[tuple[str, str], list[dict]]:
     return dict(sorted(groups.items(), key=lambda kv: -len(kv[1])))
 
 
-def _names(values, limit: int = 6) -> str:
+def names(values, limit: int = 6) -> str:
+    """The distinct values sorted, the first `limit` of them named and the rest counted."""
     values = sorted(set(values))
     return ", ".join(values[:limit]) + (f" and {len(values) - limit} more" if len(values) > limit else "")
 
@@ -131,7 +133,7 @@ def broken_section(results: list[dict]) -> list[str]:
         new = sum(not r["matches"] for r in cells)
         out.append(f"- {len(cells)} cells ({histogram(cells)}{f'; {new} NEW' if new else ''}): "
                    f"{short(reason) if reason else 'no recorded cause'}")
-        out.append(f"    archs {_names(r['arch'] for r in cells)}; methods {_names(r['method'] for r in cells)}")
+        out.append(f"    archs {names(r['arch'] for r in cells)}; methods {names(r['method'] for r in cells)}")
         case = CASE.search(reason)
         if link or case:
             out.append("    " + "; ".join(x for x in (link, case and case.group(0)) if x))
@@ -160,12 +162,20 @@ def write_json(path: str, results: list[dict], complete: bool = True, options: d
     dump(path, complete, **({"options": options} if options else {}), cells=results)
 
 
-def dump(path: str, complete: bool, indent: int = 1, **fields) -> None:
-    """Write {versions, complete, **fields} to `path` atomically (a reader never sees half a file)."""
+@contextlib.contextmanager
+def atomic(path: str, mode: str = "w", opener=open):
+    """A file written through a temporary one beside it and put in place when the block ends without an error: a
+    reader never sees half a file (every file the harness and its tools write)."""
     tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump({"versions": versions(), "complete": complete, **fields}, fh, indent=indent)
+    with opener(tmp, mode) as fh:
+        yield fh
     os.replace(tmp, path)
+
+
+def dump(path: str, complete: bool, indent: int = 1, **fields) -> None:
+    """Write {versions, complete, **fields} to `path` atomically."""
+    with atomic(path) as fh:
+        json.dump({"versions": versions(), "complete": complete, **fields}, fh, indent=indent)
 
 
 def junit(path: str, results: list[dict], fail_on: str = "unexpected") -> None:
@@ -173,26 +183,26 @@ def junit(path: str, results: list[dict], fail_on: str = "unexpected") -> None:
     skipped (pytest's xfail) for a cell as expected that is not safe; the detail, reason and link in the message."""
     import xml.etree.ElementTree as ET
 
-    failures = [r for r in results if not r["matches"] or (fail_on == "broken" and r["outcome"] in BROKEN)]
-    suite = ET.Element("testsuite", name="gc-harness", tests=str(len(results)), failures=str(len(failures)),
+    def failed(r: dict) -> bool:
+        return not r["matches"] or (fail_on == "broken" and r["outcome"] in BROKEN)
+
+    suite = ET.Element("testsuite", name="gc-harness", tests=str(len(results)), failures=str(sum(map(failed, results))),
                        errors="0", skipped=str(sum(r["matches"] and r["outcome"] != "equivalent" for r in results)),
                        time=f"{sum(r.get('seconds', 0.0) for r in results):.3f}")
-    failing = {id(r) for r in failures}
     for r in results:
         case = ET.SubElement(suite, "testcase", classname=f"harness.{r['backend']}.{r['arch']}", name=r["id"],
                              time=f"{r.get('seconds', 0.0):.3f}")
         message = (f"{verdict(r)}: {r['outcome']} (expected {r['expected']}); {r.get('detail', '')}"
                    + (f"; cause: {r['reason']}" if r.get("reason") else "")
                    + (f"; {r['link']}" if r.get("link") else ""))
-        if id(r) in failing:
+        if failed(r):
             ET.SubElement(case, "failure", message=message, type=r["outcome"]).text = message
         elif r["outcome"] != "equivalent":
             ET.SubElement(case, "skipped", message=message, type="pytest.xfail")
-    tmp = path + ".tmp"
     tree = ET.ElementTree(ET.Element("testsuites"))
     tree.getroot().append(suite)
-    tree.write(tmp, encoding="utf-8", xml_declaration=True)
-    os.replace(tmp, path)
+    with atomic(path, "wb") as fh:
+        tree.write(fh, encoding="utf-8", xml_declaration=True)
 
 
 class Progress:

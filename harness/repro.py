@@ -81,9 +81,9 @@ def _batches_source(arch, task, model, inputs, steps, seed, method=None) -> str:
     return "\n".join(out)
 
 
-def script(cell_id: str, options: run.Options | None = None, with_outcome: bool = True) -> str:
-    o = options or run.Options()
-    cell = find(cell_id)
+def _parts(cell, o: run.Options):
+    """What both scripts are written from: the cell's arch, backend and method, the tiny model built as the cell
+    builds it, its config's values that differ from the class's defaults, and the backend's repro calls."""
     arch, be, method = resolve(cell)
     torch.manual_seed(o.seed)
     model = build_model(arch, cell.task)
@@ -96,6 +96,14 @@ def script(cell_id: str, options: run.Options | None = None, with_outcome: bool 
         rep = be.repro(method, arch, cell.task, model)
     except NotImplementedError as exc:
         raise SelectionError(f"cannot write a repro for {cell.id}: {exc}") from None
+    return arch, be, method, model, diff, rep
+
+
+def script(cell_id: str, options: run.Options | None = None, with_outcome: bool = True) -> str:
+    o = options or run.Options()
+    cell = find(cell_id)
+    arch, be, method, model, diff, rep = _parts(cell, o)
+    cfg = model.config
     header = "harness outcome at generation: not run"
     if with_outcome:
         r = run.Runner(o).run_cell(cell)
@@ -132,7 +140,7 @@ def script(cell_id: str, options: run.Options | None = None, with_outcome: bool 
         reentrant=cell.gc_mode == "reentrant", gc_extra=backends.base.EXTRA_GC_MODES.get(cell.gc_mode, {}),
         all_outputs=cell.task == "feature" and type(arch).loss is not ArchSpec.loss, batch_extra=rep.get("batch_extra", "{}"),
         nested_outputs=nested_outputs(arch),
-        harness_sources=from_harness, loop_sources=loop,
+        harness_sources=from_harness, loop_sources=loop, labelled=LABELLED, exact=EXACT,
     )
 
 
@@ -145,24 +153,14 @@ def minimal_script(cell_id: str, options: run.Options | None = None) -> str:
 
     o = options or run.Options()
     cell = find(cell_id)
-    arch, be, method = resolve(cell)
     if cell.recipe != "loop":
         raise SelectionError(f"--minimal writes the plain loop; {cell.id} trains by the {cell.recipe} recipe: "
                              f"`harness repro {cell.id}` writes its faithful script")
-    torch.manual_seed(o.seed)
-    model = build_model(arch, cell.task)
-    batch = arch.make_batch(cell.task, model, cell.inputs, 0, o.seed)
-    if "labels" not in batch:
+    arch, be, method, model, diff, rep = _parts(cell, o)
+    cfg = model.config
+    if "labels" not in arch.make_batch(cell.task, model, cell.inputs, 0, o.seed):
         raise SelectionError(f"--minimal needs a head with a loss; {cell.id} trains a {cell.task} model on a "
                              f"projection of its outputs: `harness repro {cell.id}` writes its faithful script")
-    try:
-        rep = be.repro(method, arch, cell.task, model)
-    except NotImplementedError as exc:
-        raise SelectionError(f"cannot write a repro for {cell.id}: {exc}") from None
-    cfg = model.config
-    diff = cfg.to_diff_dict()
-    for k in ("transformers_version", "model_type"):
-        diff.pop(k, None)
     want, why = expected(cell.fields())
     cause = textwrap.fill(f"Known cause: {why.reason}", 100) + f"\n{why.link}" if why else "No known cause recorded."
     return MINIMAL.format(
@@ -177,7 +175,8 @@ def minimal_script(cell_id: str, options: run.Options | None = None) -> str:
         batches=_batches_source(arch, cell.task, model, cell.inputs, o.steps, o.seed, method),
         reentrant=cell.gc_mode == "reentrant", gc_extra=backends.base.EXTRA_GC_MODES.get(cell.gc_mode, {}),
         order_words="before the adapter is attached" if cell.order == "gc_first" else "after attaching it",
-        seed=o.seed, lr=o.lr, tol={k: v for k, v in compare.DEFAULT_TOL.items() if k in ("float32", "float64")})
+        seed=o.seed, lr=o.lr, tol={k: v for k, v in compare.DEFAULT_TOL.items() if k in ("float32", "float64")},
+        labelled=LABELLED, exact=EXACT)
 
 
 def _set_fields(config, fields: dict) -> dict:
@@ -201,6 +200,15 @@ def write_repro(cell_id: str, path: str | None = None, minimal: bool = False) ->
         return path
     print(src)
     return ""
+
+
+# what both scripts carry verbatim: library warnings labelled, and exact float tensors
+LABELLED = ('warnings.formatwarning = lambda message, category, *a, **k: f"[library warning] {category.__name__}: '
+            '{message}\\n"\n'
+            "transformers.logging.enable_explicit_format()   # transformers' own messages say where they come from")
+EXACT = '''def exact(shape, dtype, data):
+    """A float tensor (pixels, audio) stored exactly: its bytes in base64."""
+    return torch.frombuffer(bytearray(base64.b64decode(data)), dtype=getattr(torch, dtype)).reshape(shape).clone()'''
 
 
 TEMPLATE = '''#!/usr/bin/env python
@@ -237,8 +245,7 @@ import torch
 import transformers
 {imports}
 
-warnings.formatwarning = lambda message, category, *a, **k: f"[library warning] {{category.__name__}}: {{message}}\\n"
-transformers.logging.enable_explicit_format()   # transformers' own messages say where they come from
+{labelled}
 
 ORDER = "{order}"
 STEPS, SEED, LR, DTYPE, TIMEOUT = {steps}, {seed}, {lr}, "{dtype}", {timeout}
@@ -254,9 +261,7 @@ METHOD_CONFIG = {method_config}
 UNSUPPORTED = {unsupported}
 
 
-def exact(shape, dtype, data):
-    """A float tensor stored exactly: its bytes in base64."""
-    return torch.frombuffer(bytearray(base64.b64decode(data)), dtype=getattr(torch, dtype)).reshape(shape).clone()
+{exact}
 
 
 {batches}
@@ -431,8 +436,7 @@ import torch
 import transformers
 {imports}
 
-warnings.formatwarning = lambda message, category, *a, **k: f"[library warning] {{category.__name__}}: {{message}}\\n"
-transformers.logging.enable_explicit_format()   # transformers' own messages say where they come from
+{labelled}
 
 ORDER, GC_KWARGS, GC_EXTRA = "{order}", {{"use_reentrant": {reentrant}}}, {gc_extra}
 SEED, LR, TOLERANCE = {seed}, {lr}, {tol!r}   # (atol, rtol x the tensor's scale) per dtype
@@ -440,9 +444,7 @@ CONFIG = {config}
 METHOD_CONFIG = {method_config}
 
 
-def exact(shape, dtype, data):
-    """A float tensor (pixels, audio) stored exactly: its bytes in base64."""
-    return torch.frombuffer(bytearray(base64.b64decode(data)), dtype=getattr(torch, dtype)).reshape(shape).clone()
+{exact}
 
 
 {batches}

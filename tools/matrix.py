@@ -99,9 +99,10 @@ def drop_cells(path: str, wanted: list[tuple[str, str, set[str]]]) -> int:
     dropped = len(data["cells"]) - len(keep)
     if dropped:
         data["cells"], data["complete"] = keep, False
-        with open(path + ".tmp", "w") as fh:
+        from harness.report import atomic
+
+        with atomic(path) as fh:
             json.dump(data, fh, indent=1)
-        os.replace(path + ".tmp", path)
     return dropped
 
 
@@ -183,10 +184,11 @@ def _ledger_merge(ledger: str, backend: str, n: int, runs: dict[int, str]) -> No
             "cell_seconds": round(sum(r.get("seconds", 0.0) for r in data["cells"]), 1),
             "added": time.strftime("%Y-%m-%d")}
     book["entries"] = dict(sorted(book["entries"].items(), key=lambda kv: int(kv[0])))
-    with open(ledger + ".tmp", "w") as fh:
+    from harness.report import atomic
+
+    with atomic(ledger) as fh:
         json.dump(book, fh, indent=1)
         fh.write("\n")
-    os.replace(ledger + ".tmp", ledger)
 
 
 def spans(ks: list[int]) -> str:

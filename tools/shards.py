@@ -155,9 +155,10 @@ def verify(paths: list[str], n: int, cells) -> list[str]:
 
 def merge(paths: list[str], out: str) -> int:
     """One JSON of the runs' cells, written one run at a time (a whole product does not fit twice in memory)."""
+    from harness.report import atomic
+
     head, cells, complete = None, 0, True
-    tmp = out + ".tmp"
-    with open(tmp, "w") as fh:
+    with atomic(out) as fh:
         for path in sorted(paths, key=lambda p: int(m.group(1)) if (m := SHARD_OF_PATH.search(p)) else 0):
             with open(path) as f:
                 data = json.load(f)
@@ -172,7 +173,6 @@ def merge(paths: list[str], out: str) -> int:
         if head is None:
             raise SystemExit("error: merge: no run given")
         fh.write('\n], "complete": ' + json.dumps(complete) + "}\n")
-    os.replace(tmp, out)
     print(f"{out}: {cells} cells of {len(paths)} runs{'' if complete else ' (some incomplete)'}")
     return 0
 

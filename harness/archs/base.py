@@ -185,19 +185,29 @@ def _routes_experts(model_type: str) -> bool:
     return any(hasattr(c, "output_router_logits") for c in config_and_subs(cfg))
 
 
-def _routes_experts_in_source(model_type: str) -> bool | None:
+def model_source(model_type: str, kind: str) -> str | None:
+    """The text of the installed transformers' `<kind>_<module>.py` of a model type (kind: modeling, configuration),
+    read without importing it; None when there is none."""
     import os
-    import re
 
     import transformers
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES, model_type_to_module_name
+    from transformers.models.auto.configuration_auto import model_type_to_module_name
 
     module = model_type_to_module_name(model_type)
     try:
-        with open(os.path.join(os.path.dirname(transformers.__file__), "models", module,
-                               f"configuration_{module}.py")) as fh:
-            text = fh.read()
+        with open(os.path.join(os.path.dirname(transformers.__file__), "models", module, f"{kind}_{module}.py")) as fh:
+            return fh.read()
     except OSError:
+        return None
+
+
+def _routes_experts_in_source(model_type: str) -> bool | None:
+    import re
+
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    text = model_source(model_type, "configuration")
+    if text is None:
         return None
 
     def body(name: str) -> str | None:
@@ -232,24 +242,12 @@ ARCH_TRAITS = {
 @functools.lru_cache(maxsize=None)
 def arch_traits(model_type: str) -> frozenset[str]:
     """The ARCH_TRAITS of a transformers model type (empty for a name that is none)."""
-    import os
     import re
 
-    import transformers
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES, model_type_to_module_name
-
-    module = model_type_to_module_name(model_type)
-    folder = os.path.join(os.path.dirname(transformers.__file__), "models", module)
-
-    def source(kind: str) -> str:
-        try:
-            with open(os.path.join(folder, f"{kind}_{module}.py")) as fh:
-                return fh.read()
-        except OSError:
-            return ""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
     traits = set()
-    if re.search(r"_can_record_outputs\s*=\s*\{[^}]*[\"']attentions[\"']", source("modeling")):
+    if re.search(r"_can_record_outputs\s*=\s*\{[^}]*[\"']attentions[\"']", model_source(model_type, "modeling") or ""):
         traits.add("records_attentions")
     if model_type in CONFIG_MAPPING_NAMES and _routes_experts(model_type):   # the config's, not the file's text
         traits.add("routes_experts")
