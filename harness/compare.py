@@ -310,5 +310,15 @@ def compare(base: Trace | None, replay: Trace | None, cand: Trace, dtype: str = 
              unexercised=len(dead))
 
 
+def reproduces(verdict: Verdict) -> bool:
+    """Whether a verdict reached without the baseline's replay stands without it: the checkpointed run reproduced
+    the baseline bit for bit (every loss, gradient and state entry, the same set of gradients; equivalent, or not
+    checkpointed). The replay then adds nothing. The noise floor only widens atol, which a difference of 0 does not
+    need; a nondeterministic plain run would have to give two runs, one of them through the recompute, the same
+    values to the last bit and a third other ones. Any other verdict is reached again with the replay
+    (docs/outcomes.md, "Noise floor and replay")."""
+    return verdict.outcome in (Outcome.EQUIVALENT, Outcome.NOT_CHECKPOINTED) and verdict.max_abs_diff == 0.0
+
+
 def _has(g) -> bool:
     return g is not None and bool((g != 0).any())

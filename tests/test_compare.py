@@ -163,3 +163,39 @@ def test_tolerance_is_relative_to_the_tensor_scale():
     c.grads[0]["w"] = torch.tensor([10.0, 1e-3 + 5e-3, 0.0], dtype=torch.float64)   # 5e-4 of the scale
     v = compare(b, b, c)
     assert v.outcome is Outcome.MISMATCH and "step 0 grad w" in v.detail
+
+
+def test_the_replay_runs_only_where_the_checkpointed_run_differs():
+    """The runner replays a baseline only when a checkpointed run is not it bit for bit (compare.reproduces): a
+    bit-exact cell costs two trainings, any difference three, and a plain run that does not reproduce itself is
+    still `nondeterministic` (it cannot give the checkpointed run its values to the last bit and the replay others)."""
+    from harness.cells import Cell
+    from harness.compare import reproduces
+    from harness.run import Runner
+
+    assert reproduces(compare(base(), None, make()))
+    assert reproduces(compare(base(), None, make(segments=0)))          # not_checkpointed, values equal
+    for differs in (make(nudge=1e-9), make(nudge=1e-3), make(grads={"w": None}), make(error="train: boom")):
+        assert not reproduces(compare(base(), None, differs))
+
+    def runner_of(cand, replay):
+        plain = iter([base(), replay])
+        runs = []
+
+        def train(cell, gc_mode=None, dtype=None, cache=True):
+            runs.append(gc_mode)
+            return cand if gc_mode else next(plain)
+        r = Runner()
+        r._train = train
+        return r, runs
+
+    cells = [Cell("full", "bert", "full", mode, "masked", "gc_first", "seq_cls") for mode in ("non_reentrant", "reentrant")]
+    r, runs = runner_of(make(), None)
+    assert [r.run_cell(c)["outcome"] for c in cells] == ["equivalent"] * 2
+    assert runs == ["non_reentrant", None, "reentrant"]                  # one baseline, no replay
+    r, runs = runner_of(make(nudge=1e-9), base())
+    rec = [r.run_cell(c) for c in cells]
+    assert [x["outcome"] for x in rec] == ["equivalent"] * 2 and rec[0]["max_abs_diff"] > 0
+    assert runs == ["non_reentrant", None, None, "reentrant"]            # the replay once, shared
+    r, runs = runner_of(make(nudge=1e-9), make(saved=4000, nudge=1e-3))
+    assert r.run_cell(cells[0])["outcome"] == "nondeterministic"
