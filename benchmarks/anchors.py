@@ -1,15 +1,31 @@
-"""The cost of a cell against its pure training compute, side by side in one process (a benchmark, not a test).
+"""The cost of a cell against its pure training compute and against the libraries' own checkpointing tests, side by
+side in one process (a benchmark, not a test).
 
-    python benchmarks/anchors.py [--repeat 3] [CELL_ID ...]
+    python benchmarks/anchors.py [--repeat 3] [--part pure,libraries,run] [CELL_ID ...]
 
-For each cell (default: a sample of plain-loop cells of the adapters, peft and full backends), the median of
+`pure`: for each cell (default: a sample of plain-loop cells of the adapters, peft and full backends), the median of
 `--repeat` timings of
-- harness: `Runner.run_cell` with an empty baseline cache (the plain baseline, its replay, the checkpointed run,
-  probes, the compare, a float64 rerun where asked), as one cell of a run pays it;
+- harness: `Runner.run_cell` with an empty baseline cache (the plain baseline, the checkpointed run, probes, the
+  compare; the replay and a float64 rerun where the two runs differ), as one cell of a run pays it;
 - pure: the same plain and checkpointed trainings by `harness repro --minimal`'s loop (the user's calls, the SGD
   steps, no probe, no replay, no compare), the compute any checkpointing test pays;
-then harness / pure per cell and over the sample, and the share of a `harness run` of the sample spent outside
-its cells (selection, the report), measured by running it.
+then harness / pure per cell and over the sample.
+
+`libraries`: the harness's cell of the libraries' own setting (checkpointing enabled after the adapter) against
+each library's checkpointing test re-done on the cell's tiny model and adapter, in the cell's process:
+- adapters (tests/test_methods/method_test_impl/base.py, `_run_gradient_checkpointing_test_helper`): seed 42, the
+  adapter added and trained (`train_adapter`), `model.gradient_checkpointing_enable()` in one of two runs,
+  `AdapterTrainer` with learning rate 1.0, 8 steps of batch 1 and 2 accumulation steps, then the two state dicts
+  `torch.equal`. Its model has a flex head (`AutoAdapterModel`) and MRPC batches; here the cell's model and batches;
+- peft (tests/testing_common.py, `_test_training_gradient_checkpointing`, once per `use_reentrant`): a forward and
+  backward of `(output[0] ** 2).sum()`, then `prepare_model_for_gradient_checkpointing` and
+  `gradient_checkpointing_enable`, a forward and backward again; the parameters whose gradient sum is above
+  1e-6 x the mean must agree (no value is compared). Its test removes dropout; here the cell's model keeps it.
+What each compares is printed beside its time: the adapters test trains 8 steps and compares the final state only,
+bit for bit; peft's compares which gradients are non-zero after one backward; a cell compares every step's loss and
+gradients, the final state and the saved memory.
+
+`run`: the share of a `harness run` of peft LoRA on BERT, Llama, T5 spent outside its cells (selection, report).
 """
 from __future__ import annotations
 
@@ -21,6 +37,11 @@ import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+LIBRARY_PAIRS = ("adapters-bert-seq_bn-non_reentrant-masked-adapter_first",
+                 "adapters-bert-lora-non_reentrant-masked-adapter_first",
+                 "adapters-llama-lora-non_reentrant-masked-adapter_first",
+                 "peft-llama-lora-non_reentrant-masked-adapter_first", "peft-llama-lora-reentrant-masked-adapter_first",
+                 "peft-gpt2-lora-non_reentrant-masked-adapter_first", "peft-gpt2-lora-reentrant-masked-adapter_first")
 SAMPLE = ("adapters-bert-seq_bn-non_reentrant-masked-gc_first", "adapters-llama-lora-non_reentrant-masked-gc_first",
           "peft-bert-lora-non_reentrant-masked-gc_first", "peft-llama-lora-non_reentrant-masked-gc_first",
           "peft-t5-ia3-non_reentrant-masked-gc_first", "full-gpt2-full-non_reentrant-masked-gc_first",
@@ -36,38 +57,115 @@ def pure_runner(cell_id: str):
     return namespace["train"]
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("cells", nargs="*", default=list(SAMPLE))
-    ap.add_argument("--repeat", type=int, default=3)
-    args = ap.parse_args(argv)
+def _recipe(cell):
+    from harness.cells import resolve
+    from harness.train import CellRecipe
+
+    arch, backend, method = resolve(cell)
+    return CellRecipe(arch, cell.task, backend, method, cell.inputs, cell.gc_mode)
+
+
+def adapters_test(cell) -> str:
+    """adapters' checkpointing test on the cell's model and adapter (see the module's docstring); its verdict."""
+    import tempfile
+
+    import torch
+    from adapters import AdapterTrainer
+    from transformers import TrainingArguments
+    from transformers.trainer_callback import PrinterCallback
+
+    recipe, states = _recipe(cell), []
+    for checkpointing in (True, False):
+        torch.manual_seed(42)
+        model = recipe.attach(recipe.build())
+        if checkpointing:
+            model.gradient_checkpointing_enable()
+        batches = [recipe.batch(model, k) for k in range(16)]
+        with tempfile.TemporaryDirectory() as out:
+            args = TrainingArguments(output_dir=out, do_train=True, learning_rate=1.0, max_steps=8, use_cpu=True,
+                                     per_device_train_batch_size=1, gradient_accumulation_steps=2,
+                                     remove_unused_columns=False, report_to="none", save_strategy="no",
+                                     logging_strategy="no", disable_tqdm=True)
+            trainer = AdapterTrainer(model=model, args=args, train_dataset=batches, data_collator=lambda items: items[0])
+            trainer.remove_callback(PrinterCallback)   # its summary line on stdout
+            trainer.train()
+        states.append({k: v.detach().clone() for k, v in model.state_dict().items()})
+    same = all(torch.equal(a, b) for a, b in zip(states[0].values(), states[1].values()))
+    return "state dicts equal" if same else "state dicts differ"
+
+
+def peft_test(cell) -> str:
+    """peft's checkpointing test on the cell's model and method (see the module's docstring); its verdict."""
     import torch
 
-    from harness import backends
+    recipe = _recipe(cell)
+    torch.manual_seed(0)
+    model = recipe.attach(recipe.build())
+    model.train(True)
+    params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    batch = {k: v for k, v in recipe.batch(model, 0).items() if k != "labels"}
+
+    def grads():
+        for _, p in params:
+            p.grad = None
+        (model(**batch)[0] ** 2).sum().backward()
+        return {n: 0.0 if p.grad is None else p.grad.abs().sum().item() for n, p in params}
+
+    normal = grads()
+    model.prepare_model_for_gradient_checkpointing(model)
+    model.gradient_checkpointing_enable({"use_reentrant": cell.gc_mode == "reentrant"})
+    checkpointing = grads()
+    threshold = sum((*normal.values(), *checkpointing.values())) / (2 * len(normal)) * 1e-6
+    same = all((normal[n] <= threshold or checkpointing[n] > 0) and (checkpointing[n] <= threshold or normal[n] > 0)
+               for n in normal)
+    return "non-zero sets agree" if same else "non-zero sets differ"
+
+
+def _median(f, repeat: int) -> tuple[float, object]:
+    times, result = [], None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        result = f()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), result
+
+
+def pure_part(cells, repeat: int) -> None:
+    import torch
+
     from harness.cells import find
     from harness.run import Runner
 
-    torch.set_num_threads(1)
-    cells = [c for c in args.cells if not backends.get(c.split("-")[0]).missing]
     total_h = total_p = 0.0
     print(f"{'cell':<58}{'harness ms':>11}{'pure ms':>9}{'ratio':>7}")
     for cell_id in cells:
         cell, train = find(cell_id), pure_runner(cell_id)
-        harness_t, pure_t = [], []
-        for _ in range(args.repeat):
-            runner = Runner()   # no cached baseline: the cell pays its own
-            t = time.perf_counter()
-            runner.run_cell(cell)
-            harness_t.append(time.perf_counter() - t)
-            t = time.perf_counter()
-            train(False, torch.float32)
-            train(True, torch.float32)
-            pure_t.append(time.perf_counter() - t)
-        h, p = statistics.median(harness_t), statistics.median(pure_t)
+        h, _ = _median(lambda: Runner().run_cell(cell), repeat)   # a fresh runner: the cell pays its own baseline
+        p, _ = _median(lambda: (train(False, torch.float32), train(True, torch.float32)), repeat)
         total_h, total_p = total_h + h, total_p + p
         print(f"{cell_id:<58}{h * 1000:>11.0f}{p * 1000:>9.0f}{h / p:>7.2f}")
     print(f"{'sample':<58}{total_h * 1000:>11.0f}{total_p * 1000:>9.0f}{total_h / total_p:>7.2f}")
 
+
+def libraries_part(cells, repeat: int) -> None:
+    from harness.cells import find
+    from harness.run import Runner
+
+    print(f"{'cell':<58}{'harness ms':>11}  {'outcome':<12}{'library test ms':>16}  {'its verdict':<22}{'ratio':>6}")
+    totals = {}
+    for cell_id in cells:
+        cell = find(cell_id)
+        test = {"adapters": adapters_test, "peft": peft_test}[cell.backend]
+        h, rec = _median(lambda: Runner().run_cell(cell), repeat)
+        lib, says = _median(lambda: test(cell), repeat)
+        th, tl = totals.get(cell.backend, (0.0, 0.0))
+        totals[cell.backend] = (th + h, tl + lib)
+        print(f"{cell_id:<58}{h * 1000:>11.0f}  {rec['outcome']:<12}{lib * 1000:>16.0f}  {says:<22}{lib / h:>6.2f}")
+    for backend, (h, lib) in totals.items():
+        print(f"{backend + ' pairs':<58}{h * 1000:>11.0f}  {'':<12}{lib * 1000:>16.0f}  {'':<22}{lib / h:>6.2f}")
+
+
+def run_part() -> None:
     import contextlib
     import io
 
@@ -82,6 +180,34 @@ def main(argv=None) -> int:
     cell_time = float(out.getvalue().rsplit("cell time ", 1)[1].split()[0])
     print(f"a run of {out.getvalue().split(' cells:')[0].splitlines()[-1]} cells (peft lora on bert, llama, t5): "
           f"{wall:.1f} s wall, {cell_time:.0f} s in cells, {1 - cell_time / wall:.0%} outside them (after imports)")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("cells", nargs="*", help="for the pure part (default: a sample)")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--part", default="pure,libraries,run", help="comma-separated: pure, libraries, run")
+    args = ap.parse_args(argv)
+    parts = args.part.split(",")
+    if bad := sorted(set(parts) - {"pure", "libraries", "run"}):
+        ap.error(f"unknown part {bad[0]!r}: pure, libraries, run")
+    import torch
+    import transformers
+
+    from harness import backends
+
+    torch.set_num_threads(1)
+    transformers.logging.set_verbosity_error()   # the libraries' per-call notices, not results
+
+    def present(ids):
+        return [c for c in ids if not backends.get(c.split("-")[0]).missing]
+
+    if "pure" in parts:
+        pure_part(present(args.cells or SAMPLE), args.repeat)
+    if "libraries" in parts:
+        libraries_part(present(LIBRARY_PAIRS), args.repeat)
+    if "run" in parts:
+        run_part()
     return 0
 
 
