@@ -41,6 +41,17 @@ def calibrate(cells, runner, out: dict, report_line=print, after=lambda: None) -
     return out
 
 
+def failing_in(cells, backend: str) -> list:
+    """The cells whose baseline key (arch, method, inputs, task) the installed table of `backend` lists as failing:
+    where another backend sharing its methods (transformers_peft: peft's tuners) may fail plainly too. SelectionError
+    when there is no such table."""
+    from .cells import SelectionError
+
+    if calibration.table(backend) is None:
+        raise SelectionError(f"--failing-in {backend}: no baseline table of {backend} for the installed versions")
+    return [c for c in cells if calibration.baseline_failure({**c.fields(), "backend": backend})[0] is not None]
+
+
 def _mark_resource(rec: dict) -> dict:
     """A failing record whose detail is running out of memory becomes `resource` (outcome None: not tabled)."""
     if rec.get("outcome") and OUT_OF_MEMORY.search(rec.get("detail") or ""):
@@ -82,8 +93,14 @@ def write_tables(paths: list[str], out_dir: str = tables.HERE) -> list[str]:
     seconds: dict[str, float] = {}
     for b in {b for r in runs for b in r["selection"]["backends"]}:
         by_backend[b], shards[b], seconds[b] = _table_records(b, versions)
-    updates = [r for r in runs if r["selection"].get("filters")]
-    for r in [r for r in runs if not r["selection"].get("filters")]:
+    # a run over the keys another backend's table lists as failing (--failing-in) makes a table of those keys
+    keyed = {r["selection"]["filters"]["failing_in"] for r in runs if set(r["selection"].get("filters") or ()) ==
+             {"failing_in"}}
+    if len(keyed) > 1:
+        raise TableError(f"runs --failing-in different backends ({', '.join(sorted(keyed))}) make no one table")
+    base = [r for r in runs if not set(r["selection"].get("filters") or ()) - {"failing_in"}]
+    updates = [r for r in runs if r not in base]
+    for r in base:
         for rec in r["baselines"].values():
             by_backend[rec["backend"]][tuple(rec[f] for f in KEY_FIELDS)] = rec
             seconds[rec["backend"]] += rec["seconds"]
@@ -104,9 +121,20 @@ def write_tables(paths: list[str], out_dir: str = tables.HERE) -> list[str]:
         for rec in recs.values():   # also what runs and tables made before `resource` was recorded say
             _mark_resource(rec)
         path = os.path.join(out_dir, calibration.table_name(backend, versions["transformers"]) + ".py")
-        _write_table(path, backend, recs, sorted(shards[backend]), versions, seconds[backend])
+        _write_table(path, backend, recs, sorted(shards[backend]), versions, seconds[backend],
+                     next(iter(keyed), None) or _installed_failing_in(backend, versions))
         written.append(path)
     return written
+
+
+def _installed_failing_in(backend: str, versions: dict) -> str | None:
+    mod = calibration.table(backend)
+    return mod.CALIBRATED_ON.get("failing_in") if mod is not None and _same_versions(mod, backend, versions) else None
+
+
+def _same_versions(mod, backend: str, versions: dict) -> bool:
+    lib = LIBRARY.get(backend)
+    return all(mod.CALIBRATED_ON.get(k) == versions.get(k) for k in ("transformers", "torch", lib) if k)
 
 
 def _table_records(backend: str, versions: dict) -> tuple[dict, set, float]:
@@ -115,13 +143,15 @@ def _table_records(backend: str, versions: dict) -> tuple[dict, set, float]:
     from .cells import full_product
 
     mod = calibration.table(backend)
-    lib = LIBRARY.get(backend)
-    if mod is None or any(mod.CALIBRATED_ON.get(k) != versions.get(k) for k in ("transformers", "torch", lib) if k):
+    if mod is None or not _same_versions(mod, backend, versions):
         return {}, set(), 0.0
     on = mod.CALIBRATED_ON
     exact, pair = calibration.index(backend)
+    cells = full_product(backend, recipes=("loop",))   # the keys: every recipe has the same
+    if on.get("failing_in"):
+        cells = failing_in(cells, on["failing_in"])
     recs = {}
-    for c in full_product(backend, recipes=("loop",)):   # the keys: every recipe has the same
+    for c in cells:
         key = tuple(getattr(c, f) for f in KEY_FIELDS)
         if key not in recs and key_in_shards(backend, key, on["shards"]):
             outcome, detail = exact.get(key) or pair.get(key[:2]) or (None, "")
@@ -149,11 +179,12 @@ def _compress(recs: dict) -> list[tuple]:
     return out
 
 
-def _write_table(path, backend, recs, shards, versions, seconds) -> None:
+def _write_table(path, backend, recs, shards, versions, seconds, failing_in_backend=None) -> None:
     fails = _compress(recs)
     lib = LIBRARY.get(backend)
     on = {"transformers": versions["transformers"], "torch": versions["torch"],
           **({lib: versions.get(lib)} if lib else {}), "shards": [list(s) for s in shards],
+          **({"failing_in": failing_in_backend} if failing_in_backend else {}),
           "baselines": len(recs), "failing": sum(1 for r in recs.values() if r["outcome"]),
           "seconds": round(seconds)}
     lines = []

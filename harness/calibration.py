@@ -6,6 +6,9 @@ refusal of the method). Over the peft x zoo product these are thousands of cells
 are not hand-written one by one: they are measured (:mod:`harness.calibrate`, ``python -m harness calibrate``)
 into a generated table ``harness/tables/baselines_<backend>_v<transformers>.py``, read here.
 
+A table may cover only the keys another backend's table lists as failing (`calibrate --failing-in peft`:
+transformers_peft, whose tuners are peft's, calibrated where peft's plain runs fail; CALIBRATED_ON["failing_in"]).
+
 The expectations consult that table for the installed versions (transformers and the backend's library
 equal to the calibrated ones): a cell whose baseline is listed there is expected to come out as the plain
 run did, unless a hand-written entry says more (an analysed `error`/`unsupported` reason, or a refusal of
@@ -23,7 +26,8 @@ from . import tables
 from .versions import installed
 
 KEY_FIELDS = ("arch", "method", "inputs", "task")
-LIBRARY = {"peft": "peft", "adapters": "adapters", "full": None}   # backend -> the library it calibrates
+LIBRARY = {"peft": "peft", "transformers_peft": "peft", "adapters": "adapters",
+           "full": None}   # backend -> the library it calibrates
 LIST_CLASSES = 40
 
 
@@ -74,6 +78,9 @@ def baseline_failure(cell_fields: dict) -> tuple[tuple[str, str, str] | None, st
     key = tuple(str(cell_fields.get(f)) for f in KEY_FIELDS)
     if not key_in_shards(backend, key, mod.CALIBRATED_ON["shards"]):
         return None, None
+    other = mod.CALIBRATED_ON.get("failing_in")   # a table of the keys another backend's table lists as failing
+    if other and baseline_failure({**cell_fields, "backend": other})[0] is None:
+        return None, None
     exact, pair = index(backend)
     hit = exact.get(key) or pair.get(key[:2])
     if hit is None:
@@ -92,8 +99,9 @@ def summary(backend: str) -> list[str]:
         return [f"  baseline calibration: no table for the installed versions "
                 f"(`python -m harness calibrate --backend {backend} --json R.json`, then --table-from R.json)"]
     on = mod.CALIBRATED_ON
+    keys = f", the keys {on['failing_in']}'s table lists as failing" if on.get("failing_in") else ""
     out = [f"  baseline calibration ({mod.__name__}): {on['failing']} of {on['baselines']} plain runs fail, in "
-           f"{len(mod.FAILS)} classes; shards {', '.join(f'{k}/{n}' for k, n in on['shards'])}"]
+           f"{len(mod.FAILS)} classes; shards {', '.join(f'{k}/{n}' for k, n in on['shards'])}{keys}"]
     for outcome, detail, keys in mod.FAILS[:LIST_CLASSES]:   # the table lists the widest classes first
         first = "/".join(k for k in keys[0] if k != "*")
         out.append(f"    {outcome}: {detail[:150]} ({len(keys)} entr{'y' if len(keys) == 1 else 'ies'}: {first}"

@@ -43,6 +43,9 @@ def _parser() -> argparse.ArgumentParser:
                                            "(--table-from: write the generated table from such runs)")
     for option in options.CALIBRATE:
         option.add(cal.add_argument)
+    cal.add_argument("--failing-in", metavar="BACKEND",
+                     help="only the baseline keys the installed table of BACKEND lists as failing (transformers_peft "
+                          "in peft's: the tuners are peft's; its table then covers those keys)")
     cal.add_argument("--json", metavar="PATH", help="write the records here (every 60 s, and at the end)")
     cal.add_argument("--table-from", nargs="+", metavar="JSON",
                      help="do not run: merge these complete calibration runs into harness/tables/ (filtered ones "
@@ -243,9 +246,13 @@ def _calibrate(args) -> int:
     _check_memory_and_json(args)
     # the tables say which plain runs fail, per (arch, method, inputs, task): measured on the plain loop
     cells = _selected(args, "full", recipe="loop")
+    if args.failing_in:
+        cells = calibrate.failing_in(cells, args.failing_in)
     if not cells:
         raise SelectionError("the filters select no cell; see `python -m harness list`")
     filters = {a: getattr(args, a) for a in AXES if a != "backend" and getattr(args, a, None)}
+    if args.failing_in:
+        filters["failing_in"] = args.failing_in
     selection = {"backends": sorted({c.backend for c in cells}), "shard": parse_shard(args.shard),
                  "filters": filters}
     cap_memory(args.memory_gb)

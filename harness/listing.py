@@ -5,7 +5,7 @@ from . import backends, calibration
 from .archs import archs_for, registry_not_in_transformers, zoo_survey
 from .archs.base import INPUTS
 from .cells import SelectionError, check_values, split_values
-from .expectations import EXPECTATIONS
+from .expectations import ALSO, EXPECTATIONS
 from .expectations.entry import _matches
 from .report import CASE, short
 from .train import RECIPES, recipe_applies
@@ -65,6 +65,12 @@ def listing(backend: str | None = None) -> str:
             case = CASE.search(e.reason)
             out.append(f"    {'|'.join(o.value for o in e.outcomes):<24} {e.pattern()}")
             out.append(f"    {'':<24} {short(e.reason)}  {e.link}" + (f"  {case.group(0)}" if case else ""))
+        also = [e for e in ALSO if e.holds_here() and _matches({"backend": b}, "backend", e.match.get("backend", "*"))]
+        if also:
+            out.append("  accepted besides a cell's expected outcomes (which cell shows them depends on the process):")
+            for e in also:
+                out.append(f"    {'|'.join(o.value for o in e.outcomes):<24} {e.pattern()}")
+                out.append(f"    {'':<24} {short(e.reason)}  {e.link}")
     return "\n".join(out)
 
 

@@ -186,3 +186,42 @@ def test_calibrate_records_a_memory_failure_as_resource():
               and c.task == "seq_cls" and c.gc_mode == "reentrant" and c.order == "gc_first" and c.recipe == "loop"]
     [record] = calibrate.calibrate([cell], Runner(), {}, report_line=lambda s: None).values()
     assert record["resource"] and record["outcome"] is None and "MemoryError" in record["detail"]
+
+
+def test_a_table_of_the_keys_another_backend_fails(tmp_path, monkeypatch):
+    """`calibrate --failing-in peft` measures transformers_peft's plain runs where peft's table lists a failure (the
+    tuners are peft's): the table covers those keys only, so a '*' of its compression claims nothing of a key peft's
+    table does not list, and the selection is exactly peft's failing keys."""
+    import types
+
+    from harness.versions import installed
+
+    versions = {"transformers": installed("transformers"), "torch": installed("torch"), "peft": installed("peft")}
+    peft = types.SimpleNamespace(__name__="fake_peft", CALIBRATED_ON={**versions, "shards": [[1, 1]]},
+                                 FAILS=[("error", "baseline train: P", (("bert", "lora", "masked", "seq_cls"),))])
+    tables = {"peft": peft}
+    monkeypatch.setattr(calibration, "table", lambda b: tables.get(b))
+    calibration.index.cache_clear()
+    path = tmp_path / "tp.json"
+    tp = {"backend": "transformers_peft", "arch": "bert", "method": "lora", "inputs": "masked", "task": "seq_cls",
+          "outcome": "error", "detail": "baseline train: T", "seconds": 0.1}
+    calibrate.write_json(str(path), {"0": tp}, {"backends": ["transformers_peft"], "shard": None,
+                                                "filters": {"failing_in": "peft"}}, complete=True)
+    [written] = calibrate.write_tables([str(path)], out_dir=str(tmp_path))
+    spec = importlib.util.spec_from_file_location("fake_tp", written)
+    tables["transformers_peft"] = mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    calibration.index.cache_clear()
+    try:
+        assert mod.CALIBRATED_ON["failing_in"] == "peft" and mod.CALIBRATED_ON["baselines"] == 1
+        assert mod.FAILS == [("error", "baseline train: T", (("bert", "lora", "*", "*"),))]
+        cell = dict(backend="transformers_peft", arch="bert", method="lora", inputs="masked", task="seq_cls")
+        assert calibration.baseline_failure(cell)[0][0] == "error"
+        assert calibration.baseline_failure({**cell, "inputs": "padded"}) == (None, None)   # not measured
+        cells = [c for c in full_product("transformers_peft", recipes=("loop",)) if c.arch == "bert" and c.method == "lora"]
+        assert {c.baseline_key for c in calibrate.failing_in(cells, "peft")} == {
+            "transformers_peft-bert-lora-masked-seq_cls"}
+        with pytest.raises(ValueError, match="no baseline table of adapters"):
+            calibrate.failing_in(cells, "adapters")
+    finally:
+        calibration.index.cache_clear()

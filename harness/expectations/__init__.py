@@ -21,6 +21,12 @@ from .entry import MACHINES, Expect  # noqa: F401  (MACHINES: the machine condit
 
 ORDER = (first, refusals, plain_failures, findings_models, findings_general, findings_recipes)
 EXPECTATIONS: list[Expect] = [e for module in ORDER for e in module.ENTRIES]
+# outcomes a cell may also come out as, whatever entry explains it otherwise (which cell of a process shows them
+# depends on what the process ran before): acceptable besides the expected ones, never instead of them
+ALSO: list[Expect] = findings_models.ALSO
+# what a transformers_peft cell borrows from peft (_as_peft): every entry but peft's own plain failures and refusals
+PEFT_FINDINGS: list[Expect] = [e for module in ORDER for e in module.ENTRIES
+                               if module not in (first, refusals, plain_failures) or e.match.get("backend") != "peft"]
 
 
 def with_traits(cell_fields: dict) -> dict:
@@ -42,7 +48,10 @@ def expected(cell_fields: dict, table: list[Expect] | None = None,
     With `calibrated`, the generated baseline-calibration table of the installed release is consulted
     too (harness/calibration.py): when it lists the cell's plain run as failing, the cell comes out as
     that run did, so only an entry naming that outcome (one that explains the failure) still wins over
-    the table's bare measurement; entries about checkpointing findings are passed over."""
+    the table's bare measurement; entries about checkpointing findings are passed over.
+
+    A transformers_peft plain-loop cell takes the entries naming its backend, then what peft's entries say of
+    the same cell in the other order (:func:`_as_peft`)."""
     failing, stage = None, None
     if calibrated:
         from ..calibration import baseline_failure
@@ -54,40 +63,63 @@ def expected(cell_fields: dict, table: list[Expect] | None = None,
     # a refusal of checkpointing itself shows unless the checkpointed run fails before it, as the plain one did:
     # in gc_first order checkpointing is enabled right after building, in adapter_first after attaching
     refusal_first = stage != "build" and (cell_fields.get("order") == "gc_first" or stage == "train")
+
+    def explains(e: Expect) -> bool:
+        return failing is None or failing.outcome in e.outcomes or (e.refuses_checkpointing and refusal_first)
+
     fields = with_traits(cell_fields)
+    as_peft = table is None and cell_fields.get("backend") == TP and cell_fields.get("recipe", "loop") == "loop"
     for e in EXPECTATIONS if table is None else table:
-        if e.applies(fields):
-            if failing is not None and failing.outcome not in e.outcomes and not (
-                    e.refuses_checkpointing and refusal_first):
-                continue
+        if (not as_peft or TP in _patterns(e.match.get("backend"))) and e.applies(fields) and explains(e):
             return e.outcomes, e
+    if as_peft:
+        want, why = _as_peft(cell_fields)
+        if why is not None and explains(why):
+            return want, why
     if failing is not None:
         return failing.outcomes, failing
-    if cell_fields.get("backend") == "transformers_peft" and table is None and \
-            cell_fields.get("recipe", "loop") == "loop":
-        return _as_peft(cell_fields)
     return (Outcome.EQUIVALENT,), None
 
 
+TP = "transformers_peft"
+
+
+def _patterns(pattern) -> tuple:
+    return () if pattern is None else (pattern,) if isinstance(pattern, str) else tuple(pattern)
+
+
 SWAPPED = {"gc_first": "adapter_first", "adapter_first": "gc_first"}
-AS_PEFT = ("as peft's {order} (transformers' gradient_checkpointing_enable calls enable_input_require_grads once an "
-           "adapter is loaded, as get_peft_model does on a model that already checkpoints; added after checkpointing, "
-           "the adapter gets no such call, as after peft's own gradient_checkpointing_enable): ")
+AS_PEFT = ("as peft's {order} (transformers' gradient_checkpointing_enable calls enable_input_require_grads only once "
+           "an adapter is loaded (_hf_peft_config_loaded), as get_peft_model does on a model that already checkpoints; "
+           "an adapter added after checkpointing gets no such call, as after peft's own gradient_checkpointing_enable: "
+           "cases/transformers_add_adapter_after_checkpointing_reentrant.py): ")
 
 
 def _as_peft(cell_fields: dict) -> tuple[tuple[Outcome, ...], Expect | None]:
-    """A transformers_peft cell no entry of its own explains: what peft's entries say of the same cell in the other
-    order (the orders in which each library calls enable_input_require_grads are swapped)."""
+    """A transformers_peft cell no entry naming its backend explains: what peft's entries (and the arch-wide ones,
+    in their order among them) say of the same cell in the other order (the orders in which each library calls
+    enable_input_require_grads are swapped). Without peft's own plain failures and refusals (entries of `first`,
+    `refusals`, `plain_failures` naming peft; its calibration table): those are often its task wrapper's, and
+    transformers_peft's plain runs are measured into a table of their own."""
     twin = {**cell_fields, "backend": "peft", "order": SWAPPED.get(cell_fields.get("order"), cell_fields.get("order"))}
     twin.pop("traits", None)
-    want, why = expected(twin, calibrated=False)   # peft's plain failures are often its task wrapper's
+    want, why = expected(twin, PEFT_FINDINGS, calibrated=False)
     if why is None:
         return want, None
-    return want, Expect({}, want, AS_PEFT.format(order=twin["order"]) + why.reason, why.link)
+    return want, Expect({}, want, AS_PEFT.format(order=twin["order"]) + why.reason, why.link,
+                        refuses_checkpointing=why.refuses_checkpointing)
 
 
 def judge(cell_fields: dict, outcome: str) -> dict:
-    """The expectation part of a result record: `expected` ("a|b"), `matches`, `reason`, `link`."""
+    """The expectation part of a result record: `expected` ("a|b"), `matches`, `reason`, `link`. An outcome an ALSO
+    entry of the cell names matches too, with that entry's reason."""
     want, why = expected(cell_fields)
-    return {"expected": "|".join(w.value for w in want), "matches": outcome in {w.value for w in want},
+    matches = outcome in {w.value for w in want}
+    if not matches:
+        also = next((e for e in ALSO if outcome in {o.value for o in e.outcomes} and e.applies(with_traits(cell_fields))),
+                    None)
+        if also is not None:
+            return {"expected": "|".join(w.value for w in (*want, *also.outcomes)), "matches": True,
+                    "reason": also.reason, "link": also.link}
+    return {"expected": "|".join(w.value for w in want), "matches": matches,
             "reason": why.reason if why else "", "link": why.link if why else ""}

@@ -35,7 +35,8 @@ NO_INPUT_EMBEDDINGS = ("altclip", "canine", "chinese_clip", "clip", "clipseg", "
                        "hubert", "metaclip_2", "owlv2", "owlvit", "parakeet_ctc", "parakeet_encoder", "sew",
                        "sew-d", "siglip", "siglip2", "unispeech", "unispeech-sat", "wav2vec2", "wav2vec2-bert", "wavlm",
                        "informer", "mobilevit", "pvt_v2", "swiftformer", "time_series_transformer",
-                       "wav2vec2-conformer")
+                       "wav2vec2-conformer",
+                       "flava", "vits")   # seen through transformers_peft on 4.57.6 (peft's plain runs fail first)
 # VLMs' vision towers that transformers 5 registers as model types (fed flattened patches + their grid): most have no
 # get_input_embeddings (NotImplementedError; a warning when peft asks), so nothing hooks their input (seen on 5.24.0)
 VISION_TOWERS_NO_EMBEDDINGS_5 = ("cohere_compass_vision", "cosmos3_edge_vision", "glm4v_moe_vision", "glm4v_vision",
