@@ -37,13 +37,17 @@ class Cell:
     @property
     def baseline_key(self) -> str:
         """Cells with equal keys share one baseline (and, under xdist, one worker)."""
-        key = f"{self.backend}-{self.arch}-{self.method}-{self.inputs}-{self.task}"
-        return key if self.recipe == "loop" else f"{key}-{self.recipe}"
+        return baseline_key(self.backend, self.arch, self.method, self.inputs, self.task, self.recipe)
 
     def fields(self) -> dict:
         d = asdict(self)
         d.pop("primary_task")
         return d
+
+
+def baseline_key(backend: str, arch: str, method: str, inputs: str, task: str, recipe: str = "loop") -> str:
+    key = f"{backend}-{arch}-{method}-{inputs}-{task}"
+    return key if recipe == "loop" else f"{key}-{recipe}"
 
 
 class SelectionError(ValueError):
@@ -90,35 +94,53 @@ def check_values(axis: str, wanted: list[str] | None, valid: list[str]):
 
 
 def _cells_of(backend: str, arch: ArchSpec, tasks: Iterable[str], recipes: Iterable[str] = RECIPES,
-              methods: Iterable[str] | None = None, **only: str) -> Iterator[Cell]:
-    """The cells of `arch` for these tasks and recipes, in the product's order; `methods` and `only` (inputs=,
-    gc_mode=, order=) narrow it, so that only the methods asked for have their applicability computed."""
+              methods: Iterable[str] | None = None, shard: tuple[int, int] | None = None,
+              **only) -> Iterator[Cell]:
+    """The cells of `arch` for these tasks and recipes, in the product's order; `methods`, `shard` and `only`
+    (inputs=, gc_mode=, order=: a value or a list) narrow it before any cell is made, so that only the methods asked
+    for, with a baseline in the shard, have their applicability computed."""
     be = backends.get(backend)
+    recipes = list(recipes)
     for task in tasks:
         for method in [be.methods[m] for m in methods] if methods is not None else be.methods.values():
-            if method.applies(arch, task) is not None:
+            inputs = [i for i in _narrowed(arch.inputs, only.get("inputs"))
+                      if any(key_in_shard(baseline_key(backend, arch.name, method.name, i, task, r), shard)
+                             for r in recipes)]
+            if not inputs or method.applies(arch, task) is not None:
                 continue
-            for inputs in _narrowed(arch.inputs, only.get("inputs")):
+            for i in inputs:
+                in_part = [r for r in recipes
+                           if key_in_shard(baseline_key(backend, arch.name, method.name, i, task, r), shard)]
                 for gc_mode in _narrowed(be.gc_modes, only.get("gc_mode")):
                     for order in _narrowed(be.orders, only.get("order")):
-                        for recipe in recipes:
+                        for recipe in in_part:
                             if recipe_applies(recipe, be, gc_mode, order, method, arch) is not None:
                                 continue
-                            yield Cell(backend, arch.name, method.name, gc_mode, inputs, order, task,
+                            yield Cell(backend, arch.name, method.name, gc_mode, i, order, task,
                                        task == arch.primary_task, arch.modality, recipe)
 
 
-def _narrowed(values: Iterable[str], value: str | None) -> Iterable[str]:
-    return values if value is None else [v for v in values if v == value]
+def _narrowed(values: Iterable[str], value: str | list[str] | None) -> Iterable[str]:
+    if value is None:
+        return values
+    wanted = [value] if isinstance(value, str) else value
+    return [v for v in values if v in wanted]
 
 
 def full_product(backend: str, all_tasks: bool = True, archs: Iterable[str] | None = None,
-                 recipes: Iterable[str] | None = None) -> list[Cell]:
-    """Every cell of `backend`; with `archs` / `recipes`, only those archs' / recipes' cells (in the same order)."""
+                 recipes: Iterable[str] | None = None, methods: Iterable[str] | None = None,
+                 tasks: Iterable[str] | None = None, shard: tuple[int, int] | None = None, **only) -> list[Cell]:
+    """Every cell of `backend`; with `archs` / `recipes` / `methods` / `tasks` / `shard` / `only` (inputs=,
+    gc_mode=, order=), only those cells (in the same order)."""
+    be = backends.get(backend)
+    if methods is not None:   # in the product's order
+        methods = [m for m in be.methods if m in methods]
     out = []
     for arch in archs_for(backend).values():
         if archs is None or arch.name in archs:
-            out.extend(_cells_of(backend, arch, arch.tasks if all_tasks else arch.tasks[:1], recipes or RECIPES))
+            arch_tasks = arch.tasks if all_tasks else arch.tasks[:1]
+            out.extend(_cells_of(backend, arch, [t for t in arch_tasks if tasks is None or t in tasks],
+                                 recipes or RECIPES, methods, shard, **only))
     return out
 
 
@@ -214,7 +236,9 @@ def select(backend=None, arch=None, method=None, gc_mode=None, inputs=None, orde
     for b in names:
         if available_only and backends.get(b).missing:
             continue
-        pool = default_tier(b) if tier == "default" else full_product(b, archs=f["arch"], recipes=f["recipe"])
+        pool = default_tier(b) if tier == "default" else full_product(
+            b, archs=f["arch"], recipes=f["recipe"], methods=f["method"], tasks=f["task"], shard=part,
+            inputs=f["inputs"], gc_mode=f["gc_mode"], order=f["order"])
         cells.extend(c for c in pool if all(f[a] is None or getattr(c, a) in f[a] for a in AXES)
                      and in_shard(c, part))
     return cells
