@@ -51,7 +51,8 @@ class Runner:
         logging.getLogger("adapters").setLevel(logging.ERROR)  # per-call chatter, not findings
         torch.set_num_threads(self.options.threads)
         self.archs = archs  # None: the registry of each cell's backend
-        self._cache: OrderedDict[str, list] = OrderedDict()   # baseline key -> [baseline, replay or None]
+        # (baseline key, dtype or None) -> [baseline, replay or None]
+        self._cache: OrderedDict[tuple, list] = OrderedDict()
         self.cache_size = cache_size
         self._arch_seen: str | None = None
         gc.set_threshold(100_000, 50, 100)
@@ -88,44 +89,48 @@ class Runner:
         self._settle_heap(cell.arch)
         return self._train(cell, None)
 
-    def _cached(self, cell) -> list:
-        key = cell.baseline_key
+    def _cached(self, cell, dtype: str | None = None) -> list:
+        key = (cell.baseline_key, dtype)
         if key in self._cache:
             self._cache.move_to_end(key)
             return self._cache[key]
-        self._cache[key] = entry = [self._train(cell, None), None]
+        self._cache[key] = entry = [self._train(cell, None, dtype), None]
         while len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
         return entry
 
-    def baseline(self, cell) -> Trace:
-        """The cell's plain baseline, run once for the cells that share it."""
-        return self._cached(cell)[0]
+    def baseline(self, cell, dtype: str | None = None) -> Trace:
+        """The cell's plain baseline (in `dtype`: the float64 rerun's), run once for the cells that share it."""
+        return self._cached(cell, dtype)[0]
 
-    def replay(self, cell) -> Trace | None:
+    def replay(self, cell, dtype: str | None = None) -> Trace | None:
         """The baseline's replay (the noise floor), run once for the cells that share it; None when the baseline
         failed."""
-        entry = self._cached(cell)
+        entry = self._cached(cell, dtype)
         if entry[1] is None and entry[0].ok:
-            entry[1] = self._train(cell, None)
+            entry[1] = self._train(cell, None, dtype)
         return entry[1]
 
-    def _base_pair(self, cell, dtype: str | None = None) -> tuple[Trace, Trace | None]:
-        """The plain baseline and its replay (the noise floor); no replay when the baseline fails."""
-        base = self._train(cell, None, dtype)
-        return base, (self._train(cell, None, dtype) if base.ok else None)
+    def _verdict(self, cell, cand: Trace, dtype: str | None, judged: str):
+        """The candidate against the baseline, with the replay only where the two differ (compare.reproduces)."""
+        from .compare import compare, reproduces
+
+        base = self.baseline(cell, dtype)
+        verdict = compare(base, None, cand, judged)
+        return verdict if reproduces(verdict) else compare(base, self.replay(cell, dtype), cand, judged)
 
     def _confirm_in_float64(self, cell, verdict):
         """Rerun the cell in float64 when its float32 verdict may be rounding (compare.asks_float64); the verdict
         and, when float64 confirms a value difference, the float64 checkpointed trace (the cache triage compares
-        in float64 then)."""
-        from .compare import asks_float64, compare, settle_in_float64
+        in float64 then). The float64 baseline is shared by the cells that share the float32 one."""
+        from .compare import asks_float64, settle_in_float64
 
         if not asks_float64(verdict, self._judged(cell)):
             return verdict, None
-        b64, r64 = self._base_pair(cell, "float64")
+        b64 = self.baseline(cell, "float64")
         c64 = self._train(cell, cell.gc_mode, "float64")
-        verdict, confirmed = settle_in_float64(verdict, compare(b64, r64, c64, "float64"), b64, self._judged(cell))
+        verdict, confirmed = settle_in_float64(verdict, self._verdict(cell, c64, "float64", "float64"), b64,
+                                               self._judged(cell))
         return verdict, (c64 if confirmed else None)
 
     def _cache_triage(self, cell, verdict, cand, c64) -> bool | None:
@@ -144,7 +149,7 @@ class Runner:
         return same
 
     def run_cell(self, cell) -> dict:
-        from .compare import compare, reproduces
+        from .compare import compare
         from .expectations import judge
 
         self._settle_heap(cell.arch)
@@ -154,10 +159,7 @@ class Runner:
             # the library refuses checkpointing itself: no baseline is needed to say so
             verdict, cache_switch = compare(None, None, cand, self._judged(cell)), None
         else:
-            base = self.baseline(cell)
-            verdict = compare(base, None, cand, self._judged(cell))
-            if not reproduces(verdict):
-                verdict = compare(base, self.replay(cell), cand, self._judged(cell))
+            verdict = self._verdict(cell, cand, None, self._judged(cell))
             verdict, c64 = self._confirm_in_float64(cell, verdict)
             cache_switch = self._cache_triage(cell, verdict, cand, c64)
         return {
