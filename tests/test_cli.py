@@ -317,6 +317,7 @@ def cell_record(cell, outcome: str, detail: str) -> dict:
             "expected": "equivalent", "matches": outcome == "equivalent", "detail": detail, "seconds": -1.0}
 
 
+@pytest.mark.versionless   # tools/matrix.py's scheduling, on full fine-tuning of BERT
 def test_matrix_rerun_and_refresh_run_just_the_cells_that_changed_or_are_new(tmp_path):
     """tools/matrix.py --rerun: after a change that alters some cells' results, those cells (and only they)
     are dropped from the finished parts and run again; the rest of the part is kept as it was."""
@@ -363,6 +364,7 @@ def test_matrix_rerun_and_refresh_run_just_the_cells_that_changed_or_are_new(tmp
     assert f"# ledger {ledger}: 1 of 1 parts" in fresh.stdout and "| 1 of 1 |" in fresh.stdout
 
 
+@pytest.mark.versionless   # tools/matrix.py's scheduling, on full fine-tuning of BERT
 def test_matrix_runs_a_parts_out_of_memory_cells_again_in_a_fresh_process(tmp_path):
     """tools/matrix.py: a cell whose run, baseline or replay ran out of memory when its part ended (the cap
     exhausted with what the part's process held before: 5.24.0's Phi-4-MM + FRoD replays) runs again once, in a
@@ -395,6 +397,7 @@ def test_matrix_runs_a_parts_out_of_memory_cells_again_in_a_fresh_process(tmp_pa
     assert f"{len(cells)} cells: " in done.stdout and "0 not as expected" in done.stdout
 
 
+@pytest.mark.versionless   # tools/matrix.py's scheduling, on full fine-tuning of BERT
 def test_matrix_ledger_keeps_each_complete_parts_figures(tmp_path, monkeypatch):
     """tools/matrix.py --ledger: the product's figures outlive its run folder. Each complete part's histogram
     (re-judged), its cells not as expected and its cell time go into a small JSON keyed by part; an incomplete

@@ -125,6 +125,14 @@ def install(monkeypatch, fake) -> list[str]:
     return patched
 
 
+@pytest.fixture(scope="module")
+def runner():
+    """One runner for the suite's cells (per worker): a fault touches only the checkpointed run (it replaces the
+    checkpoint function, which a plain run never calls), so every fault of a cell is judged against the same plain
+    baseline, trained once, as the cells sharing a baseline in a run are."""
+    return Runner(Options(), cache_size=64)
+
+
 def reference_cells():
     for backend in backends.BACKEND_NAMES:
         for arch in REFERENCE_ARCHS:
@@ -138,13 +146,13 @@ def cell_of(backend: str, arch: str) -> Cell:
 
 @pytest.mark.parametrize("fault", FAULTS)
 @pytest.mark.parametrize("backend, arch", list(reference_cells()))
-def test_each_fault_of_the_checkpoint_machinery_is_caught_with_its_outcome(monkeypatch, backend, arch, fault):
+def test_each_fault_of_the_checkpoint_machinery_is_caught_with_its_outcome(monkeypatch, runner, backend, arch, fault):
     if backends.get(backend).missing:
         pytest.skip(backends.get(backend).missing)
     fake, outcomes = FAULTS[fault]
     patched = install(monkeypatch, fake)
     assert "torch.utils.checkpoint" in patched and "transformers.modeling_utils" in patched, patched
-    r = Runner(Options()).run_cell(cell_of(backend, arch))
+    r = runner.run_cell(cell_of(backend, arch))
     assert r["outcome"] in outcomes, r["detail"]
 
 
@@ -242,26 +250,26 @@ def leaves_its_layer_in_eval_mode(fn, *a, **kw):
 @pytest.mark.parametrize("fault", ["rng_not_restored", "recompute_inputs_1e-4"])
 @pytest.mark.parametrize("recipe", [r for r in RECIPES if r not in ("loop", "autocast")])
 @pytest.mark.parametrize("backend", backends.BACKEND_NAMES)
-def test_every_recipe_catches_faults_of_the_checkpoint_machinery(monkeypatch, backend, recipe, fault):
+def test_every_recipe_catches_faults_of_the_checkpoint_machinery(monkeypatch, runner, backend, recipe, fault):
     """(The plain loop: the suite above; autocast: below.)"""
     if recipe_runs(backend, recipe):
         pytest.skip(recipe_runs(backend, recipe))
-    assert Runner(Options()).run_cell(recipe_cell(backend, recipe))["outcome"] == "equivalent"
+    assert runner.run_cell(recipe_cell(backend, recipe))["outcome"] == "equivalent"
     install(monkeypatch, FAULTS[fault][0])
-    r = Runner(Options()).run_cell(recipe_cell(backend, recipe))
+    r = runner.run_cell(recipe_cell(backend, recipe))
     assert r["outcome"] == "mismatch", r["detail"]
 
 
 @pytest.mark.parametrize("fault", ["rng_not_restored", "recompute_inputs_1e-4"])
 @pytest.mark.parametrize("backend", backends.BACKEND_NAMES)
-def test_autocast_is_judged_at_float32s_tolerance(monkeypatch, backend, fault):
+def test_autocast_is_judged_at_float32s_tolerance(monkeypatch, runner, backend, fault):
     """bfloat16's tolerance (atol 1e-2) passed other dropout masks in the recompute: an autocast cell is judged at
     float32's, its rounding settled in float64 (the rerun without autocast still has the fault)."""
     if backends.get(backend).missing:
         pytest.skip(backends.get(backend).missing)
-    assert Runner(Options()).run_cell(recipe_cell(backend, "autocast"))["outcome"] == "equivalent"
+    assert runner.run_cell(recipe_cell(backend, "autocast"))["outcome"] == "equivalent"
     install(monkeypatch, FAULTS[fault][0])
-    r = Runner(Options()).run_cell(recipe_cell(backend, "autocast"))
+    r = runner.run_cell(recipe_cell(backend, "autocast"))
     assert r["outcome"] == "mismatch" and r["tolerance"]["atol"] == 1e-6, r["detail"]
 
 
@@ -272,12 +280,12 @@ def test_autocast_is_judged_at_float32s_tolerance(monkeypatch, backend, fault):
     ("eval_between", leaves_its_layer_in_eval_mode, "mismatch"),
 ])
 @pytest.mark.parametrize("backend", ["peft", "full"])
-def test_a_fault_only_a_recipe_exposes_is_caught_by_that_recipe(monkeypatch, backend, recipe, fault, outcome):
+def test_a_fault_only_a_recipe_exposes_is_caught_by_that_recipe(monkeypatch, runner, backend, recipe, fault, outcome):
     if backends.get(backend).missing:
         pytest.skip(backends.get(backend).missing)
     install(monkeypatch, fault)
     SWITCHED_TO_EVAL.clear()
-    r = Runner(Options()).run_cell(recipe_cell(backend, recipe))
+    r = runner.run_cell(recipe_cell(backend, recipe))
     if recipe == "eval_between" and fault is leaves_its_layer_in_eval_mode and not SWITCHED_TO_EVAL:
         import transformers
 
