@@ -152,9 +152,16 @@ def test_transformers_peft_takes_peft_s_entries_of_the_other_order():
         # FLAVA has no get_input_embeddings: enabled after add_adapter, checkpointing raises
         assert expected({**cell, "arch": "flava", "order": "adapter_first"}, calibrated=False)[0] == (
             Outcome.GC_ERROR,)
-    # only the plain loop: a recipe's own behaviour (switch) has entries of its own
+    # every recipe: the mechanism is how each library calls enable_input_require_grads, whatever the step does;
+    # the recipe's entries naming the backend (switch: transformers' set_adapter) come first
     want, why = expected({**cell, "order": "adapter_first", "recipe": "autocast"}, calibrated=False)
-    assert why is None or not why.reason.startswith("as peft's")
+    peft_want, peft_why = expected({**cell, "backend": "peft", "order": "gc_first", "recipe": "autocast"},
+                                   PEFT_FINDINGS, calibrated=False)
+    assert want == peft_want and (why is None) == (peft_why is None)
+    switch = {**cell, "arch": "mistral", "order": "adapter_first", "recipe": "switch"}
+    own = [e for e in EXPECTATIONS if "transformers_peft" in str(e.match.get("backend"))
+           and e.applies(with_traits(switch))]
+    assert own and expected(switch, calibrated=False)[1] is own[0]
 
 
 def test_an_also_entry_adds_an_outcome_and_takes_nothing_away():

@@ -50,8 +50,8 @@ def expected(cell_fields: dict, table: list[Expect] | None = None,
     that run did, so only an entry naming that outcome (one that explains the failure) still wins over
     the table's bare measurement; entries about checkpointing findings are passed over.
 
-    A transformers_peft plain-loop cell takes the entries naming its backend, then what peft's entries say of
-    the same cell in the other order (:func:`_as_peft`)."""
+    A transformers_peft cell takes the entries naming its backend, then what peft's entries say of the same cell
+    in the other order (:func:`_as_peft`)."""
     failing, stage = None, None
     if calibrated:
         from ..calibration import baseline_failure
@@ -68,7 +68,7 @@ def expected(cell_fields: dict, table: list[Expect] | None = None,
         return failing is None or failing.outcome in e.outcomes or (e.refuses_checkpointing and refusal_first)
 
     fields = with_traits(cell_fields)
-    as_peft = table is None and cell_fields.get("backend") == TP and cell_fields.get("recipe", "loop") == "loop"
+    as_peft = table is None and cell_fields.get("backend") == TP
     for e in EXPECTATIONS if table is None else table:
         if (not as_peft or TP in _patterns(e.match.get("backend"))) and e.applies(fields) and explains(e):
             return e.outcomes, e
