@@ -8,6 +8,26 @@ from .groups import (A, ADAPTERS_REENTRANT, ADAPTERS_SRC, CONV1D, LINEAR_ONLY, N
                      TP)
 
 ENTRIES: list[Expect] = [
+    # ---- the aux_outputs recipe does not apply (harness/train.py aux_refused: the plain run refuses it) -------------
+    Expect({"recipe": "aux_outputs", "task": "contrastive"}, Outcome.UNSUPPORTED,
+           "the aux_outputs recipe does not apply: a contrastive model returns its towers' outputs nested "
+           "(text_model_output, vision_model_output) and no attentions, hidden states or router logits of its own, "
+           "which the recipe trains on (the harness's NoAuxOutputs; seen on 4.48.3, 4.57.6 and 5.24.0, every "
+           "contrastive model of the zoo, full fine-tuning)", f"{TF_SRC}/models/clip/modeling_clip.py",
+           {"transformers": ">=4.48"}),
+    Expect({"recipe": "aux_outputs", "arch": ("blip-2", "instructblip", "flava")}, Outcome.UNSUPPORTED,
+           "as above for these composite models: their outputs nest the vision, Q-Former and language model outputs "
+           "(seen on 4.57.6 and 5.24.0)", f"{TF_SRC}/models/blip_2/modeling_blip_2.py", {"transformers": ">=4.57"}),
+    Expect({"recipe": "aux_outputs", "arch": ("fnet", "focalnet", "mobilevit", "mra", "swiftformer")},
+           Outcome.UNSUPPORTED,
+           "the aux_outputs recipe does not apply: the model's forward takes no output_attentions (TypeError, "
+           "the harness's aux_refused); transformers 5's forwards take **kwargs and these train (seen on 4.57.6 and "
+           "5.24.0)", f"{TF_SRC}/models/fnet/modeling_fnet.py", {"transformers": ">=4.57,<5"}),
+    Expect({"recipe": "aux_outputs", "arch": ("mamba", "falcon_mamba", "recurrent_gemma"), "task": "feature"},
+           Outcome.UNSUPPORTED,
+           "as above for the base model, without a head: its forward takes no output_attentions; the causal LM "
+           "head's takes **kwargs (seen on 4.57.6; transformers 5 trains both)",
+           f"{TF_SRC}/models/mamba/modeling_mamba.py", {"transformers": ">=4.57,<5"}),
     # ---- the libraries refuse checkpointing, with their own documented error -------------------
     Expect({"arch": "albert"}, Outcome.UNSUPPORTED,
            "AlbertPreTrainedModel.supports_gradient_checkpointing is False: transformers refuses",
