@@ -15,18 +15,6 @@ SWITCH_ADAPTERS = (
     "ForwardContext to the recompute (context_fn) but not its active setup")
 
 ENTRIES: list[Expect] = [
-    Expect({"recipe": "aux_outputs", "arch": ("dbrx", "doge", "nllb-moe")}, Outcome.ERROR,
-           "with the recipe's settings the plain run fails in transformers: DBRX's eager attention clamps its qkv "
-           "with clip_qkv None ('At least one of min or max must not be None'); Doge adds its load-balancing loss "
-           "as `aux_loss.to(...)` where the loss function returned the int 0; NLLB-MoE's load-balancing loss "
-           "multiplies router probabilities and expert counts of other shapes on a padded batch (seen on 4.57.6)",
-           f"{TF_SRC}/models/doge/modeling_doge.py#L795", {"transformers": "<5"}),
-    Expect({"recipe": "aux_outputs", "arch": ("flint", "nllb-moe", "nemo_speechlm")}, Outcome.ERROR,
-           "with the recipe's settings the plain run fails in transformers 5: Flint's and NLLB-MoE's load-balancing "
-           "loss indexes the router logits it collected, an empty tuple ('tuple index out of range' at "
-           "gate_logits[0]); NeMo SpeechLM's audio encoder in eager attention multiplies 8-head weights with "
-           "4-head values (no repeat of the grouped keys and values; seen on 5.24.0)",
-           f"{TF5}/models/nllb_moe/modeling_nllb_moe.py#L975", {"transformers": ">=5"}),
     Expect({"recipe": "aux_outputs", "gc_mode": "reentrant", "arch": "trait:records_attentions"}, Outcome.MISMATCH,
            "a loss term on outputs.attentions gets no gradient under reentrant checkpointing: these models collect "
            "attentions with forward hooks on their attention modules (_can_record_outputs / OutputRecorder), inside "

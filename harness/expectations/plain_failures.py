@@ -6,6 +6,33 @@ from .entry import Expect
 from .groups import (A, ADAPTERS_SRC, TF_SRC, ENC_DEC, FUSED_EXPERTS_5, FUSED_QKV, GQA, P, PEFT_SRC, PREFIX_CACHE_ARCHS, TF5)
 
 ENTRIES: list[Expect] = [
+    # with the aux_outputs recipe's settings (eager attention, attentions and router logits returned); the heads that
+    # add no load-balancing loss of their own train (seen on 4.57.6 and 5.24.0, full fine-tuning over the zoo)
+    Expect({"recipe": "aux_outputs", "arch": "dbrx"}, Outcome.ERROR,
+           "with the recipe's settings the plain run fails in transformers: DBRX's eager attention clamps its qkv "
+           "with clip_qkv None ('At least one of min or max must not be None'; seen on 4.57.6)",
+           f"{TF_SRC}/models/dbrx/modeling_dbrx.py", {"transformers": "<5"}),
+    Expect({"recipe": "aux_outputs", "arch": ("doge", "nllb-moe"), "task": ("causal_lm", "seq2seq_lm")},
+           Outcome.ERROR,
+           "with the recipe's settings the language-model head's load-balancing loss fails without checkpointing: "
+           "Doge adds it as `aux_loss.to(...)` where the loss function returned the int 0; NLLB-MoE's multiplies "
+           "router probabilities and expert counts of other shapes (seen on 4.57.6; their heads without a "
+           "load-balancing loss, sequence classification and the base model, train)",
+           f"{TF_SRC}/models/doge/modeling_doge.py#L795", {"transformers": "<5"}),
+    Expect({"recipe": "aux_outputs", "arch": ("flint", "nllb-moe"), "task": ("causal_lm", "seq2seq_lm")},
+           Outcome.ERROR,
+           "with the recipe's settings the language-model head's load-balancing loss fails in transformers 5: it "
+           "indexes the router logits it collected, an empty tuple ('tuple index out of range' at gate_logits[0]; "
+           "seen on 5.24.0; the base model without a head trains)",
+           f"{TF5}/models/nllb_moe/modeling_nllb_moe.py#L975", {"transformers": ">=5"}),
+    Expect({"recipe": "aux_outputs", "arch": ("nemo_speechlm", "nemotron3_5_transcribe_audio",
+                                               "nemotron3_5_transcribe_asr_audio", "nemotron3_diarization",
+                                               "nemotron3_diarization_audio")}, Outcome.ERROR,
+           "with the recipe's settings the plain run fails in transformers 5: the audio encoder of NeMo SpeechLM "
+           "(models/nemotron3_5_transcribe; the transcription and diarization audio towers run the same "
+           "eager_attention_forward) multiplies 4-head attention weights with 8-head values ('The size of tensor a "
+           "(4) must match the size of tensor b (8)'; seen on 5.24.0)",
+           f"{TF5}/models/nemotron3_5_transcribe/modeling_nemotron3_5_transcribe.py#L242", {"transformers": ">=5"}),
     Expect({"arch": "deberta", "recipe": "autocast"}, Outcome.ERROR,
            "DeBERTa's attention fills masked scores with torch.finfo(query_layer.dtype).min, the float32 minimum, "
            "into bfloat16 scores under autocast ('value cannot be converted to type c10::BFloat16 without "
