@@ -12,6 +12,14 @@ ENTRIES: list[Expect] = [
            "with the recipe's settings the plain run fails in transformers: DBRX's eager attention clamps its qkv "
            "with clip_qkv None ('At least one of min or max must not be None'; seen on 4.57.6)",
            f"{TF_SRC}/models/dbrx/modeling_dbrx.py", {"transformers": "<5"}),
+    Expect({"recipe": "aux_outputs", "arch": "pegasus_x"}, Outcome.ERROR,
+           "PEGASUS-X's encoder appends layer_outputs[2] to the returned attentions also for a layer LayerDrop "
+           "skipped, whose outputs are (None, None): IndexError without checkpointing (the tiny model keeps LayerDrop "
+           "on; seen on 4.57.6)", f"{TF_SRC}/models/pegasus_x/modeling_pegasus_x.py#L1157", {"transformers": "<5"}),
+    Expect({"recipe": "aux_outputs", "arch": "internvl_vision"}, Outcome.ERROR,
+           "transformers' check_model_inputs decorator raises when output_attentions reaches a forward without "
+           "**kwargs, and InternVLVisionModel.forward has none ('Missing `**kwargs` in the signature'; seen on "
+           "4.57.6)", f"{TF_SRC}/utils/generic.py#L1082", {"transformers": "<5"}),
     Expect({"recipe": "aux_outputs", "arch": ("doge", "nllb-moe"), "task": ("causal_lm", "seq2seq_lm")},
            Outcome.ERROR,
            "with the recipe's settings the language-model head's load-balancing loss fails without checkpointing: "
