@@ -65,6 +65,10 @@ def listing(backend: str | None = None) -> str:
             case = CASE.search(e.reason)
             out.append(f"    {'|'.join(o.value for o in e.outcomes):<24} {e.pattern()}")
             out.append(f"    {'':<24} {short(e.reason)}  {e.link}" + (f"  {case.group(0)}" if case else ""))
+        if b == "transformers_peft":
+            out.append("    then peft's entries (and the arch-wide ones) with the orders swapped: transformers' "
+                       "gradient_checkpointing_enable calls enable_input_require_grads once an adapter is loaded, "
+                       "as get_peft_model does on a model that already checkpoints (docs/design.md section 6)")
         also = [e for e in ALSO if e.holds_here() and _matches({"backend": b}, "backend", e.match.get("backend", "*"))]
         if also:
             out.append("  accepted besides a cell's expected outcomes (which cell shows them depends on the process):")
