@@ -121,7 +121,7 @@ def test_transformers_peft_takes_peft_s_entries_of_the_other_order():
     cell = {"backend": "transformers_peft", "arch": "bart", "method": "lora", "gc_mode": "reentrant",
             "inputs": "masked", "task": "seq_cls", "recipe": "loop", "modality": "text"}
     took = []
-    for arch in ("bart", "bert", "rembert", "fnet", "flava", "llava"):
+    for arch in ("bart", "bert", "rembert", "fnet", "flava", "llava", "albert"):
         for order, other in (("gc_first", "adapter_first"), ("adapter_first", "gc_first")):
             fields = {**cell, "arch": arch, "order": order}
             want, why = expected(fields, calibrated=False)
@@ -131,9 +131,11 @@ def test_transformers_peft_takes_peft_s_entries_of_the_other_order():
                    and e.applies(with_traits(fields))]
             if own:   # an entry naming the backend wins
                 assert why is own[0]
-            elif peft_why is not None:
+            elif peft_why is not None and "peft" in str(peft_why.match.get("backend")):
                 assert want == peft_want and why.reason.startswith(f"as peft's {other}") and peft_why.reason in why.reason
                 took.append((arch, order))
+            elif peft_why is not None:   # an arch-wide entry, as it stands
+                assert why is peft_why
             else:
                 assert want == (Outcome.EQUIVALENT,) and why is None
     from harness.versions import installed
@@ -149,6 +151,9 @@ def test_transformers_peft_takes_peft_s_entries_of_the_other_order():
         # FNet's plain run fails under peft's task wrapper (an entry of peft's plain failures): not borrowed
         assert expected({**cell, "backend": "peft", "arch": "fnet", "order": "gc_first"}, calibrated=False)[0] == (
             Outcome.ERROR,)
+        # an arch-wide entry holds as it stands: ALBERT's refusal is no input-grad hook
+        assert not expected({**cell, "arch": "albert", "order": "gc_first"}, calibrated=False)[1].reason.startswith(
+            "as peft's")
         # FLAVA has no get_input_embeddings: enabled after add_adapter, checkpointing raises
         assert expected({**cell, "arch": "flava", "order": "adapter_first"}, calibrated=False)[0] == (
             Outcome.GC_ERROR,)

@@ -104,8 +104,8 @@ def _as_peft(cell_fields: dict) -> tuple[tuple[Outcome, ...], Expect | None]:
     twin = {**cell_fields, "backend": "peft", "order": SWAPPED.get(cell_fields.get("order"), cell_fields.get("order"))}
     twin.pop("traits", None)
     want, why = expected(twin, PEFT_FINDINGS, calibrated=False)
-    if why is None:
-        return want, None
+    if why is None or "peft" not in _patterns(why.match.get("backend")):
+        return want, why   # an arch-wide entry holds for every backend as it stands
     return want, Expect({}, want, AS_PEFT.format(order=twin["order"]) + why.reason, why.link,
                         refuses_checkpointing=why.refuses_checkpointing)
 
