@@ -62,6 +62,17 @@ ENTRIES: list[Expect] = [
            "text side: a value difference the size of the tower's part, below the tolerance where small (seen on "
            "5.24.0: CLIP-like models and Qwen3-VL)", f"{TF5}/modeling_utils.py#L3198",
            {"peft": ">=0.18", "transformers": ">=5"}, below_tolerance=True),
+    Expect({**P, "modality": "multimodal", "method": "lora_experts", "gc_mode": "reentrant", "order": "gc_first"},
+           Outcome.EQUIVALENT,
+           "LoRA on the routed experts adapts only the language model's expert weights: the vision and audio towers "
+           "route no experts, so nothing trainable sits in the towers the input-grad hook leaves out, and the text "
+           "embeddings are hooked (seen on 4.57.6, Llama 4, and 5.24.0, every multimodal mixture of experts of the "
+           "zoo)", f"{TF5}/modeling_utils.py#L3198", {"peft": ">=0.18"}),
+    Expect({**P, "modality": "multimodal", "method": "lora_experts", "gc_mode": "reentrant", "order": "adapter_first"},
+           Outcome.EQUIVALENT,
+           "as above in this order too: transformers 5's gradient_checkpointing_enable hooks the text embeddings "
+           "itself (seen on 5.24.0; on 4.x the adapter_first loss of the layers' gradients below holds)",
+           f"{TF5}/modeling_utils.py#L3198", {"peft": ">=0.18", "transformers": ">=5"}),
     Expect({**P, "arch": VISION_TOWER_5 + AUDIO_TOWER_5, "method": WEIGHT, "gc_mode": "reentrant"},
            (Outcome.MISSING_GRAD, Outcome.GC_ERROR),
            "transformers 5's gradient_checkpointing_enable (and peft's call in gc_first order) hook only the text "

@@ -75,9 +75,10 @@ ENTRIES: list[Expect] = [
            f"{PEFT_SRC}/tuners/lora/variants.py", {"peft": ">=0.18", "transformers": "<5"}),
     Expect({"backend": ("peft", "transformers_peft"), "method": "lora_experts"}, Outcome.UNSUPPORTED,
            "target_parameters adapts 3-D expert weights; a mixture of experts that keeps its experts as nn.Linear "
-           "modules (transformers 4's Mixtral, Qwen3-MoE, ...) has none (GPT-OSS and Llama 4 have them)",
+           "modules (transformers 4's Mixtral, Qwen3-MoE, ...) has none (GPT-OSS and Llama 4 have them, Llama 4's "
+           "vision-language model in its language model)",
            f"{PEFT_SRC}/tuners/lora/layer.py", {"transformers": "<5"},
-           unless={"arch": ("gpt_oss", "llama4_text")}),
+           unless={"arch": ("gpt_oss", "llama4_text", "llama4")}),
     # ---- with a training recipe's settings (harness/train.py RECIPES) --------------------------
     Expect({**A, "recipe": "compose_stack", "arch": "llama", "method": ("lora", "dora", "unipelt")}, Outcome.ERROR,
            "adapters' Stack of two LoRAs feeds the first LoRA's output to the second as its input, which only fits a "
