@@ -103,17 +103,16 @@ def _cells_of(backend: str, arch: ArchSpec, tasks: Iterable[str], recipes: Itera
     recipes = list(recipes)
     for task in tasks:
         for method in [be.methods[m] for m in methods] if methods is not None else be.methods.values():
-            inputs = [i for i in _narrowed(arch.inputs, only.get("inputs"))
-                      if any(key_in_shard(baseline_key(backend, arch.name, method.name, i, task, r), shard)
-                             for r in recipes)]
-            if not inputs or method.applies(arch, task) is not None:
-                continue
-            for i in inputs:
-                in_part = [r for r in recipes
+            in_part = {i: [r for r in recipes
                            if key_in_shard(baseline_key(backend, arch.name, method.name, i, task, r), shard)]
+                       for i in _narrowed(arch.inputs, only.get("inputs"))}   # inputs -> its recipes in the shard
+            in_part = {i: rs for i, rs in in_part.items() if rs}
+            if not in_part or method.applies(arch, task) is not None:
+                continue
+            for i, part_recipes in in_part.items():
                 for gc_mode in _narrowed(be.gc_modes, only.get("gc_mode")):
                     for order in _narrowed(be.orders, only.get("order")):
-                        for recipe in in_part:
+                        for recipe in part_recipes:
                             if recipe_applies(recipe, be, gc_mode, order, method, arch) is not None:
                                 continue
                             yield Cell(backend, arch.name, method.name, gc_mode, i, order, task,

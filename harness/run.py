@@ -1,8 +1,9 @@
 """The runner: cells trained as twins (harness/train.py) and judged.
 
 A cell's plain baseline is shared by every checkpointed variant of the cell and run a second time (the replay, the
-noise floor) once a checkpointed run differs from it (docs/outcomes.md, "Noise floor and replay"); a float32 difference that may be rounding is settled in float64; a difference that the cache switch may
-explain gets the cache triage; the verdict is judged against the known expectations.
+noise floor) once a checkpointed run differs from it (docs/outcomes.md, "Noise floor and replay"); a float32
+difference that may be rounding is settled in float64; a difference that the cache switch may explain gets the cache
+triage; the verdict is judged against the known expectations.
 """
 from __future__ import annotations
 

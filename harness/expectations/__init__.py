@@ -116,8 +116,8 @@ def judge(cell_fields: dict, outcome: str) -> dict:
     want, why = expected(cell_fields)
     matches = outcome in {w.value for w in want}
     if not matches:
-        also = next((e for e in ALSO if outcome in {o.value for o in e.outcomes} and e.applies(with_traits(cell_fields))),
-                    None)
+        fields = with_traits(cell_fields)
+        also = next((e for e in ALSO if outcome in {o.value for o in e.outcomes} and e.applies(fields)), None)
         if also is not None:
             return {"expected": "|".join(w.value for w in (*want, *also.outcomes)), "matches": True,
                     "reason": also.reason, "link": also.link}
