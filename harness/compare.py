@@ -63,42 +63,41 @@ class _Diff:
     fail_rel: float = 0.0   # the largest relative difference among the comparisons beyond tolerance
 
 
-def _diff(a: torch.Tensor, b: torch.Tensor, atol: float, rtol: float) -> tuple[float, float, bool]:
-    """(max abs diff, max rel diff, beyond tolerance). rtol is relative to the largest magnitude
-    in the baseline tensor: recompute may legally reorder a float sum, which moves small entries
-    of a large-gradient tensor by a few ulps of its large entries, never by a share of its scale."""
+def _diff(a: torch.Tensor, b: torch.Tensor) -> tuple[float, float, bool]:
+    """(max abs diff, scale, fails whatever the tolerance): the scale is the largest magnitude in the baseline tensor
+    `b`, which rtol is relative to: recompute may legally reorder a float sum, which moves small entries of a
+    large-gradient tensor by a few ulps of its large entries, never by a share of its scale. Fails whatever the
+    tolerance: other shapes, or a NaN where the other has none."""
     if a.shape != b.shape:
-        return float("inf"), float("inf"), True
+        return float("inf"), 0.0, True
     if torch.equal(a, b):   # the common case (frozen weights, exact recompute); NaNs never compare equal
         return 0.0, 0.0, False
+    a, b = a.double(), b.double()   # traces keep the run's dtype; differences are taken in float64
     d = (a - b).abs()
-    if d.numel() == 0:
-        return 0.0, 0.0, False
+    mabs, scale = float(d.max()), float(b.abs().max())
+    if math.isfinite(mabs) and math.isfinite(scale):
+        return mabs, scale, False
     nan_mismatch = bool((torch.isnan(a) != torch.isnan(b)).any())
-    d = torch.nan_to_num(d, nan=0.0)
-    scale = float(torch.nan_to_num(b.abs(), nan=0.0).max())
-    mabs = float(d.max())
-    rel = mabs / scale if scale > 0 else (0.0 if mabs == 0 else float("inf"))
-    fails = nan_mismatch or mabs > atol + rtol * scale
-    return mabs, rel, fails
+    return (float(torch.nan_to_num(d, nan=0.0).max()), float(torch.nan_to_num(b.abs(), nan=0.0).max()),
+            nan_mismatch)
 
 
-def _walk(base: Trace, cand: Trace, atol: float, rtol: float) -> tuple[_Diff, _Diff]:
-    """(first failing difference in step order, overall max difference)."""
-    first, worst = _Diff(), _Diff()
+def _differences(base: Trace, cand: Trace) -> list[tuple[str, float, float, bool]]:
+    """What of `cand` is not equal to `base`, in step order (losses, gradients per step, the final state):
+    (where, max abs diff, scale, fails whatever the tolerance). Computed once per pair: a candidate is compared
+    again with the replay, a replay at two tolerances."""
+    if cand.differences is not None and cand.differences[0] is base:
+        return cand.differences[1]
+    out = []
 
     def see(where, a, b):
-        mabs, rel, fails = _diff(a, b, atol, rtol)
-        if mabs > worst.abs or (fails and not worst.fails):
-            worst.where, worst.abs, worst.rel, worst.fails = where, mabs, rel, worst.fails or fails
-        worst.rel = max(worst.rel, rel)
-        if fails:
-            worst.fail_rel = max(worst.fail_rel, rel)
-        if fails and not first.fails:
-            first.where, first.abs, first.rel, first.fails = where, mabs, rel, True
+        mabs, scale, fails = _diff(a, b)
+        if mabs or fails:
+            out.append((where, mabs, scale, fails))
 
     for step, (lb, lc) in enumerate(zip(base.losses, cand.losses)):
-        see(f"step {step} loss", torch.tensor([lc], dtype=torch.float64), torch.tensor([lb], dtype=torch.float64))
+        if lb != lc:   # equal floats differ by nothing (NaN is never equal)
+            see(f"step {step} loss", torch.tensor([lc], dtype=torch.float64), torch.tensor([lb], dtype=torch.float64))
         gb, gc = base.grads[step], cand.grads[step]
         for name, g in gb.items():
             h = gc.get(name)
@@ -108,22 +107,40 @@ def _walk(base: Trace, cand: Trace, atol: float, rtol: float) -> tuple[_Diff, _D
         w = cand.state.get(name)
         if w is not None:
             see(f"final state {name}", w, v)
+    cand.differences = (base, out)
+    return out
+
+
+def _walk(base: Trace, cand: Trace, atol: float, rtol: float) -> tuple[_Diff, _Diff]:
+    """(first failing difference in step order, overall max difference)."""
+    first, worst = _Diff(), _Diff()
+    for where, mabs, scale, always in _differences(base, cand):
+        rel = mabs / scale if scale > 0 else (0.0 if mabs == 0 else float("inf"))
+        fails = always or mabs > atol + rtol * scale
+        if mabs > worst.abs or (fails and not worst.fails):
+            worst.where, worst.abs, worst.rel, worst.fails = where, mabs, rel, worst.fails or fails
+        worst.rel = max(worst.rel, rel)
+        if fails:
+            worst.fail_rel = max(worst.fail_rel, rel)
+        if fails and not first.fails:
+            first.where, first.abs, first.rel, first.fails = where, mabs, rel, True
     return first, worst
 
 
 def _nonzero_set(t: Trace) -> set[str]:
-    return {n for step in t.grads for n, g in step.items() if g is not None and bool((g != 0).any())}
+    return {n for step in magnitudes(t) for n, m in step.items() if _has(m)}
 
 
 def not_finite(t: Trace) -> tuple[int, str] | None:
     """(step, what) where `t` first has a NaN or infinite loss or gradient, or None. From there on NaN equals NaN
     in the walk below, so those steps vouch for nothing (Granite-MoE-SWA's padded rows in float64 at step 0;
     full fine-tuning of VITS diverging at step 2)."""
+    grads = magnitudes(t)
     for step, loss in enumerate(t.losses):
         if not math.isfinite(loss):
             return step, f"loss {loss} at step {step}"
-        for name, g in (t.grads[step].items() if step < len(t.grads) else ()):
-            if g is not None and not bool(torch.isfinite(g).all()):
+        for name, m in (grads[step].items() if step < len(grads) else ()):
+            if m is not None and not math.isfinite(m):
                 return step, f"step {step} grad {name} is not finite"
     return None
 
@@ -262,21 +279,25 @@ def compare(base: Trace | None, replay: Trace | None, cand: Trace, dtype: str = 
     # other mask) nothing is missing: the values differ, which the walk below measures. Nor is a zero gradient where
     # the baseline's is within the tolerance of zero (rounding around a true zero: InstructBLIP's GLoRA bias on its
     # language projection, 1e-8 beside a largest gradient of 5.4): the walk compares it as a value.
-    def differs(g, h) -> bool:
-        lost = _has(g) and not _has(h) and _diff(torch.zeros_like(g), g, atol, rtol)[2]
+    mb, mc = magnitudes(base), magnitudes(cand)
+
+    def differs(step, name) -> bool:
+        g, h = base.grads[step].get(name), cand.grads[step].get(name)
+        lost = _has(mb[step].get(name)) and not _has(mc[step].get(name)) and \
+            _beyond(_diff(torch.zeros_like(g), g), atol, rtol)
         return lost or (g is not None and h is None)
 
     for step, (gb, gc) in enumerate(zip(base.grads, cand.grads)):
         for name in base.trainable:
             g, h = gb.get(name), gc.get(name)
-            g_nz, h_nz = _has(g), _has(h)
-            if differs(g, h):
-                n_missing = sum(1 for n in base.trainable if differs(gb.get(n), gc.get(n)))
-                got = "no gradient (None)" if h is None else ("a zero gradient" if not h_nz else "a gradient")
-                want = (f"a gradient (max abs {float(g.abs().max()):.3g})" if g_nz else
+            if differs(step, name):
+                n_missing = sum(1 for n in base.trainable if differs(step, n))
+                got = ("no gradient (None)" if h is None else
+                       "a gradient" if _has(mc[step].get(name)) else "a zero gradient")
+                want = (f"a gradient (max abs {mb[step][name]:.3g})" if _has(mb[step].get(name)) else
                         "a zero gradient" if g is not None else "none")
                 hint = f"; warning: {cand.warnings[0]}" if cand.warnings else ""
-                zeroed = all(gc.get(n) is not None for n in base.trainable if differs(gb.get(n), gc.get(n)))
+                zeroed = all(gc.get(n) is not None for n in base.trainable if differs(step, n))
                 return v(Outcome.MISSING_GRAD,
                          f"step {step}: {name} gets {got} with checkpointing, baseline {want} "
                          f"({n_missing} parameters differ at this step){hint}", tolerance=tol, zeroed=zeroed)
@@ -320,5 +341,20 @@ def reproduces(verdict: Verdict) -> bool:
     return verdict.outcome in (Outcome.EQUIVALENT, Outcome.NOT_CHECKPOINTED) and verdict.max_abs_diff == 0.0
 
 
-def _has(g) -> bool:
-    return g is not None and bool((g != 0).any())
+def _beyond(diff: tuple[float, float, bool], atol: float, rtol: float) -> bool:
+    mabs, scale, always = diff
+    return always or mabs > atol + rtol * scale
+
+
+def magnitudes(t: Trace) -> list[dict[str, float | None]]:
+    """Per step, the largest magnitude of each gradient (NaN when it holds a NaN, None when there is none), computed
+    once per trace: a baseline is compared with every checkpointed variant of its cell."""
+    if t.magnitudes is None:
+        t.magnitudes = [{n: None if g is None else float(g.abs().max()) if g.numel() else 0.0
+                         for n, g in step.items()} for step in t.grads]
+    return t.magnitudes
+
+
+def _has(magnitude: float | None) -> bool:
+    """A gradient with a non-zero entry (or a NaN), by its magnitude."""
+    return magnitude is not None and magnitude != 0

@@ -16,7 +16,7 @@ import textwrap
 
 import torch
 
-from . import backends, compare, outcomes, run, trace, train
+from . import backends, compare, outcomes, probe, run, trace, train
 from .archs.base import (ArchSpec, KeepFloat64, build_model, cache_off, config_and_subs, declared_float32,
                          model_configs, to_dtype)
 from .archs.losses import PROJECTION_SEED, projected, upcast
@@ -109,12 +109,12 @@ def script(cell_id: str, options: run.Options | None = None, with_outcome: bool 
         r = run.Runner(o).run_cell(cell)
         header = f"harness outcome at generation: {r['outcome']} (expected {r['expected']}): {r['detail']}"
     from_harness = "\n\n".join(_strip_imports(inspect.getsource(m)) for m in (outcomes, trace, compare))
-    loop = (f"RUNAWAY_FACTOR = {train.RUNAWAY_FACTOR}\nPROJECTION_SEED = {PROJECTION_SEED}\n"
+    loop = (f"RUNAWAY_FACTOR = {probe.RUNAWAY_FACTOR}\nPROJECTION_SEED = {PROJECTION_SEED}\n"
             f"MICRO_BATCHES = {train.MICRO_BATCHES!r}\nADAPTERS = {train.ADAPTERS!r}\n"
             f"AUX_FORWARD = {train.AUX_FORWARD!r}\nAUX_KEYS = re.compile({train.AUX_KEYS.pattern!r})\n\n\n") + "\n\n".join(
         _strip_imports(inspect.getsource(obj)) for obj in (
-        train.CellTimeout, train.time_limit, train._raise_timeout, train.RunawayRecompute, train.Probe, train._grads,
-        train._snapshot,
+        train.CellTimeout, train.time_limit, train._raise_timeout, probe.RunawayRecompute, probe.Probe, train._grads,
+        train._snapshot, train._final, train.seed_torch,
         train._one_line, train.default_float, train.train_recipe, train.trainable, train.train_loop,
         train.train_by_trainer, train.autocast, train.judged_dtype, train.aux_outputs_on, train.NoAuxOutputs,
         train.aux_refused, train.aux_loss, train.cache_asked, train.cache_cause, train.cast_inputs,

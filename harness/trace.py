@@ -1,4 +1,5 @@
-"""Trace: everything one training run leaves behind. Plain data (tensors on CPU), no model."""
+"""Trace: everything one training run leaves behind. Plain data (tensors on CPU), no model; not changed after the run
+(the comparator keeps what it computed of a trace on it)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -9,9 +10,9 @@ import torch
 @dataclass
 class Trace:
     losses: list[float] = field(default_factory=list)
-    # per step: parameter name -> gradient (float64, CPU) or None when .grad stayed None
+    # per step: parameter name -> gradient (a copy, CPU, in the run's dtype) or None when .grad stayed None
     grads: list[dict[str, torch.Tensor | None]] = field(default_factory=list)
-    # final state dict: trainable and frozen parameters and buffers (float64, CPU)
+    # final state dict: trainable and frozen parameters and buffers (CPU, as the trained model leaves them)
     state: dict[str, torch.Tensor] = field(default_factory=dict)
     trainable: list[str] = field(default_factory=list)
     recomputed_segments: int = 0     # top-level module calls re-run during backward
@@ -23,6 +24,10 @@ class Trace:
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
     cache_off: int = 0               # configs whose use_cache this (plain) run switched off: the cache triage
+    # per step: each gradient's largest magnitude, computed once by the comparator (compare.magnitudes)
+    magnitudes: list[dict[str, float | None]] | None = field(default=None, repr=False)
+    # (the baseline, what of this run differs from it), computed once by the comparator (compare._differences)
+    differences: tuple | None = field(default=None, repr=False)
 
     @property
     def ok(self) -> bool:

@@ -24,6 +24,7 @@ from .archs.base import ArchSpec, build_model, cache_off, config_and_subs, model
 from .archs.losses import projected
 from .backends.base import GC_MODES, Backend, MethodSpec
 from .outcomes import Outcome
+from .probe import Probe
 from .trace import Trace
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
@@ -165,128 +166,22 @@ def _raise_timeout(signum, frame):
     raise CellTimeout("cell exceeded its time limit")
 
 
-class RunawayRecompute(RuntimeError):
-    """A backward re-ran far more module calls than the forward made: checkpointing recomputes in a loop."""
-
-
-RUNAWAY_FACTOR = 4   # a checkpointed backward re-runs each module of the forward about once (nested: a few times)
-
-
-class Probe:
-    """Counts module calls re-run during backward, and bytes saved for backward during forward: the memory the saved
-    tensors hold, so each storage once per forward, none of the model's parameters and buffers (saving a weight
-    costs nothing), a sparse tensor at its values and indices (FRoD's frozen basis and sparse matrix were counted
-    dense, once per use: RoCBert looked not checkpointed).
-
-    Also a guard: a backward that re-runs more than RUNAWAY_FACTOR times the module calls of its forward is
-    stopped with RunawayRecompute (WavLM under reentrant checkpointing recomputes a layer without end until
-    threads or memory run out, ~2 min; the guard says so in well under a second)."""
-
-    def __init__(self):
-        self.in_backward = False
-        self.depth = 0
-        self.segments = 0
-        self.modules = 0
-        self.saved = 0
-        self._handles = []
-        self._forward_calls = 0
-        self._backward_calls = 0
-        self.called: set[int] = set()   # ids of the modules the current step's forward ran
-        # address -> storage: those counted this forward, kept alive until the backward starts (see _pack), and
-        # the model's own (None)
-        self._held: dict[int, object] = {}
-
-    def step(self, model):
-        """A training step begins: its forward is counted afresh."""
-        self._forward_calls = 0
-        self.called = set()
-        self._held = dict.fromkeys(t.untyped_storage().data_ptr() for t in (*model.parameters(), *model.buffers()))
-
-    def _pre(self, module, args):
-        if not self.in_backward:
-            self._forward_calls += 1
-            self.called.add(id(module))
-            return
-        if self.depth == 0:
-            self.segments += 1
-        self.modules += 1
-        self.depth += 1
-        self._backward_calls += 1
-        if self._backward_calls > RUNAWAY_FACTOR * self._forward_calls + 100:
-            raise RunawayRecompute(
-                f"runaway recomputation: {self._backward_calls} module calls re-run in one backward for "
-                f"{self._forward_calls} in its forward (last {type(module).__name__})")
-
-    def _post(self, module, args, output):
-        if self.in_backward and self.depth > 0:
-            self.depth -= 1
-
-    def _pack(self, t):
-        if t.layout == torch.sparse_coo:
-            parts = (t._indices(), t._values())
-        else:
-            parts = (t,)
-        for part in parts:
-            try:
-                storage = part.untyped_storage()
-                key, size = storage.data_ptr(), storage.nbytes()
-            except (RuntimeError, NotImplementedError):  # no storage of its own (e.g. another sparse layout)
-                key, size = None, part.numel() * part.element_size()
-            if key not in self._held:
-                self.saved += size
-                if key is not None:
-                    # a storage counted by its address must outlive the forward: one freed early (a saved tensor
-                    # of a graph branch the loss never reaches) hands its address to a later saved tensor, which
-                    # then went uncounted -- NeMo's streaming ASR "saved" 11.9 to 16.8 MB run to run, and its
-                    # checkpointed runs looked not checkpointed as often as not
-                    self._held[key] = storage
-        # detached: `t` may be the op's own output, whose grad_fn owns this saved tensor -- keeping `t` would close
-        # a cycle through C++ that no gc can see, leaking the whole graph of a forward that never reaches its
-        # backward (a run failing mid-forward: every later run of the process then ran out of memory)
-        return t.detach()
-
-    def __enter__(self):
-        reg = torch.nn.modules.module
-        self._handles = [reg.register_module_forward_pre_hook(self._pre),
-                         reg.register_module_forward_hook(self._post, always_call=True)]
-        return self
-
-    def __exit__(self, *exc):
-        for h in self._handles:
-            h.remove()
-        self._held = dict.fromkeys(self._held)   # the addresses stay counted, the storages are let go
-
-    def saving(self):
-        return torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
-
-    @contextlib.contextmanager
-    def backward(self):
-        self.begin_backward()
-        try:
-            yield
-        finally:
-            self.in_backward = False
-
-    def begin_backward(self):
-        """What follows re-runs modules for the backward (a Trainer's step: from its forward's end to its next)."""
-        self.in_backward, self.depth, self._backward_calls = True, 0, 0
-        self._held = dict.fromkeys(self._held)
-
-
 def _grads(named) -> dict:
-    """The step's gradient of each (name, parameter): a float64 copy, or None."""
+    """The step's gradient of each (name, parameter): a copy, or None."""
     return {n: (None if p.grad is None else _snapshot(p.grad)) for n, p in named}
 
 
-def _snapshot(t: torch.Tensor, memo: dict | None = None) -> torch.Tensor:
-    """A float64 copy of `t`; with `memo`, one copy per distinct tensor (a state dict lists a shared tensor, e.g.
-    RandLoRA's random bases, under every layer's key: 9 GB of copies for the tiny minicpm_ocr)."""
-    if memo is None:
-        return t.detach().to("cpu", torch.float64, copy=True)
-    key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.stride(), t.dtype, t.device)
-    if key not in memo:
-        memo[key] = _snapshot(t)
-    return memo[key]
+def _snapshot(t: torch.Tensor) -> torch.Tensor:
+    """A copy of `t` on the CPU in its own dtype (the comparator takes differences in float64, and only of tensors
+    that are not equal)."""
+    return t.detach().to("cpu", copy=True)
+
+
+def _final(t: torch.Tensor) -> torch.Tensor:
+    """A state dict entry as the trained model leaves it, on the CPU: the tensor itself (nothing trains the model
+    after), so that a tensor a state dict lists under many keys (RandLoRA's random bases, under every layer's key)
+    is kept once."""
+    return t.detach() if t.device.type == "cpu" else t.detach().to("cpu")
 
 
 class CellRecipe:
@@ -396,6 +291,17 @@ def default_float(dtype: str):
         torch.set_default_dtype(old)
 
 
+def seed_torch(value: int, recipe) -> None:
+    """Seed torch for a run of `recipe`: on the CPU its generator, which is all that torch.manual_seed changes there
+    besides queueing a seed for each accelerator torch knows (CUDA, XPU, MTIA) with the formatted Python stack of
+    the call, 0.2 ms a call at a stack depth of 10 and 0.9 ms at 80 (a pytest worker's): more than a tiny model's
+    step. On an accelerator, torch.manual_seed."""
+    if torch.device(getattr(recipe, "device", "cpu")).type == "cpu":
+        torch.default_generator.manual_seed(value)
+    else:
+        torch.manual_seed(value)
+
+
 def train_recipe(recipe, gc: bool, order: str, steps: int, seed: int, lr: float, timeout: float | None) -> Trace:
     """Train one run of `recipe` (build, enable_gc, attach, batch, loss, is_unsupported, `dtype`: the name of the
     dtype it trains in, `training`: how a step trains, a key of RECIPES, and what that recipe asks: `activate`,
@@ -404,17 +310,17 @@ def train_recipe(recipe, gc: bool, order: str, steps: int, seed: int, lr: float,
     t0 = time.perf_counter()
     stage = "build"
     by_trainer = recipe.training == "trainer"   # Trainer enables checkpointing itself, from its arguments
-    with warnings.catch_warnings(record=True) as caught, time_limit(timeout), Probe() as probe, \
+    with warnings.catch_warnings(record=True) as caught, time_limit(timeout), Probe(recompute=gc) as probe, \
             contextlib.ExitStack() as during:
         warnings.simplefilter("always")
         try:
-            torch.manual_seed(seed)
+            seed_torch(seed, recipe)
             model = recipe.build()
             if gc and order == "gc_first" and not by_trainer:
                 stage = "enable_gc"
                 recipe.enable_gc(model)
             stage = "attach"
-            torch.manual_seed(seed + 1)
+            seed_torch(seed + 1, recipe)
             model = recipe.attach(model)
             if gc and order == "adapter_first" and not by_trainer:
                 stage = "enable_gc"
@@ -424,12 +330,12 @@ def train_recipe(recipe, gc: bool, order: str, steps: int, seed: int, lr: float,
             model.train()
             named = trainable(recipe, model)
             trace.trainable = [n for n, _ in named]
+            probe.watch(model, named)
             if by_trainer:
                 train_by_trainer(recipe, model, named, trace, probe, gc, steps, seed, lr)
             else:
                 train_loop(recipe, model, named, trace, probe, steps, seed, lr)
-            memo = {}
-            trace.state = {k: _snapshot(v, memo) for k, v in model.state_dict().items()}
+            trace.state = {k: _final(v) for k, v in model.state_dict().items()}
         except Exception as exc:  # noqa: BLE001 - a crashing cell is that cell's outcome
             trace.error = f"{stage}: {type(exc).__name__}: {_one_line(str(exc))}"
             trace.error_stage = stage
@@ -459,7 +365,6 @@ def trainable(recipe, model) -> list:
 def train_loop(recipe, model, named, trace, probe, steps, seed, lr):
     """The recipe's own loop: SGD steps, each over its micro-batches and adapters, observed by `probe`."""
     opt = torch.optim.SGD([p for _, p in named], lr=lr) if named else None
-    holders = {id(m) for m in model.modules() if any(p.requires_grad for p in m.parameters(recurse=False))}
     micro = MICRO_BATCHES.get(recipe.training, 1)
     adapters = ADAPTERS.get(recipe.training, 1)
     for step in range(steps):
@@ -467,7 +372,7 @@ def train_loop(recipe, model, named, trace, probe, steps, seed, lr):
         for k in range(step * micro, (step + 1) * micro):   # the step's micro-batches (one: a plain loop)
             batch = recipe.batch(model, k)
             # dropout masks (and numpy/python draws, e.g. SpecAugment): the same stream in both runs
-            torch.manual_seed(seed + 100 + k)
+            seed_torch(seed + 100 + k, recipe)
             np.random.seed(seed + 100 + k)
             random.seed(seed + 100 + k)
             probe.step(model)
@@ -481,7 +386,7 @@ def train_loop(recipe, model, named, trace, probe, steps, seed, lr):
                 if micro > 1:
                     loss = loss / micro
             losses.append(float(loss.detach().float()))
-            if not loss.requires_grad and not holders & probe.called:
+            if not loss.requires_grad and not probe.holder_ran:
                 # no module holding a trainable tensor ran (LayerDrop dropped every adapted layer): a
                 # forward with nothing to train, in either run; a checkpointed forward that ran them and
                 # lost the graph still raises in backward below
@@ -500,7 +405,7 @@ def train_loop(recipe, model, named, trace, probe, steps, seed, lr):
         if recipe.training == "eval_between" and step < steps - 1:
             # what an evaluation loop or generate-in-the-loop does between steps; outputs discarded
             batch = recipe.batch(model, step)
-            torch.manual_seed(seed + 200 + step)
+            seed_torch(seed + 200 + step, recipe)
             with torch.no_grad():
                 model.eval()
                 model(**batch)
@@ -528,11 +433,11 @@ def train_by_trainer(recipe, model, named, trace, probe, gc, steps, seed, lr):
 
     class Observe(TrainerCallback):
         def on_step_begin(self, args, state, control, **kwargs):
-            probe.in_backward = False
+            probe.end_backward()
             probe.step(model)
 
         def on_pre_optimizer_step(self, args, state, control, **kwargs):
-            probe.in_backward = False
+            probe.end_backward()
             trace.grads.append(_grads(named))
 
     saving = []
@@ -562,7 +467,7 @@ def train_by_trainer(recipe, model, named, trace, probe, gc, steps, seed, lr):
     finally:
         for h in handles:
             h.remove()
-        probe.in_backward = False
+        probe.end_backward()
     trace.losses = losses
 
 

@@ -270,7 +270,7 @@ def test_a_forward_that_never_reaches_backward_leaves_no_graph_behind():
     import gc
     import weakref
 
-    from harness.train import Probe
+    from harness.probe import Probe
 
     w = torch.randn(4, 4, requires_grad=True)
     with Probe() as probe, probe.saving():
@@ -281,24 +281,31 @@ def test_a_forward_that_never_reaches_backward_leaves_no_graph_behind():
     assert ref() is None
 
 
-def test_state_snapshot_copies_a_shared_tensor_once():
+def test_final_state_keeps_a_shared_tensor_once_and_gradients_are_copied():
     """A state dict lists a shared tensor under every key that uses it (RandLoRA's random bases: 9 GB of float64
-    copies for the tiny MiniCPM-o); the snapshot makes one copy per distinct tensor, and distinct views stay apart."""
-    from harness.train import _snapshot
+    copies for the tiny MiniCPM-o); the final state keeps the trained model's tensors themselves, so one per distinct
+    tensor. A step's gradients are copies: what the optimizer or a zero_grad does to .grad afterwards leaves them."""
+    from harness.train import _final, _grads
 
-    base = torch.randn(4, 4)
-    state = {"a": base, "b": base, "row": base[1], "other": torch.randn(4, 4)}
-    memo = {}
-    snap = {k: _snapshot(v, memo) for k, v in state.items()}
-    assert snap["a"] is snap["b"] and snap["a"].dtype == torch.float64
-    assert torch.equal(snap["row"], base[1].double()) and snap["row"] is not snap["a"] and len(memo) == 3
+    shared = torch.randn(4, 4)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 4))
+    for m in model:
+        m.register_buffer("basis", shared)
+    state = {k: _final(v) for k, v in model.state_dict().items()}
+    assert state["0.basis"].data_ptr() == state["1.basis"].data_ptr() == shared.data_ptr()
+    assert state["0.weight"].data_ptr() == model[0].weight.data_ptr() and not state["0.weight"].requires_grad
+    model(torch.randn(2, 4)).sum().backward()
+    grads = _grads(list(model.named_parameters()))
+    before = grads["0.weight"].clone()
+    model.zero_grad(set_to_none=False)
+    assert torch.equal(grads["0.weight"], before) and before.abs().max() > 0
 
 
 def test_saved_bytes_count_the_memory_held_not_each_saved_tensor():
     """FRoD on RoCBert came out not_checkpointed: the probe counted its frozen basis (a buffer, free to save) and its
     sparse matrix (dense size, once per use) on every save. Now: the model's own tensors are free, a storage counts
     once per forward, a sparse tensor at its indices and values."""
-    from harness.train import Probe
+    from harness.probe import Probe
 
     lin = torch.nn.Linear(8, 8, bias=False)
     x = torch.randn(4, 8, requires_grad=True)
@@ -324,7 +331,7 @@ def test_saved_bytes_count_a_saved_tensor_freed_before_backward_and_its_successo
     """A saved tensor of a graph branch the loss never reaches is freed in the forward; its address goes to the next
     allocation. Counted by address, a later saved tensor there went uncounted: NeMo's streaming ASR "saved" 11.9 to
     16.8 MB run to run, and its checkpointed runs looked not checkpointed by chance. Every saved tensor counts."""
-    from harness.train import Probe
+    from harness.probe import Probe
 
     x = torch.randn(64, 1024, requires_grad=True)     # 256 KiB per exp output
     for _ in range(3):

@@ -17,6 +17,7 @@ This only chooses which layers a method adapts; it changes nothing the libraries
 """
 from __future__ import annotations
 
+import functools
 import re
 
 import torch
@@ -167,16 +168,28 @@ def _no_dropout_on_fused_experts(config, model):
     ``target_parameters``, adapted by ``lora.ParamWrapper``, which refuses any LoRA dropout ("lora.ParamWrapper
     does not work with lora_dropout != 0"). As a user must, LoRA dropout is 0 exactly there (the model's own
     dropout stays on). Asks peft's own conversion, on a copy of the config."""
-    if not getattr(config, "lora_dropout", 0):
+    conversion = _peft_conversion()
+    if not getattr(config, "lora_dropout", 0) or conversion is None:
         return
     try:
-        from peft.utils.transformers_weight_conversion import (convert_peft_config_for_transformers,
-                                                               get_model_conversion_mapping)
         import copy
 
+        convert, mapping = conversion
         probe = copy.deepcopy(config)
-        convert_peft_config_for_transformers(probe, model=model, conversions=get_model_conversion_mapping(model))
-    except Exception:  # noqa: BLE001 - transformers 4 / a peft without the conversion: nothing is converted
+        convert(probe, model=model, conversions=mapping(model))
+    except Exception:  # noqa: BLE001 - transformers 4: nothing is converted
         return
     if getattr(probe, "target_parameters", None):
         config.lora_dropout = 0.0
+
+
+@functools.cache
+def _peft_conversion():
+    """peft's conversion of configs for transformers 5's fused parameters (convert, mapping), or None for a peft
+    without it (asked once: a failing import searches the path again on every call)."""
+    try:
+        from peft.utils.transformers_weight_conversion import (convert_peft_config_for_transformers,
+                                                               get_model_conversion_mapping)
+    except ImportError:
+        return None
+    return convert_peft_config_for_transformers, get_model_conversion_mapping
