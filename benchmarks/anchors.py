@@ -3,13 +3,15 @@ side in one process (a benchmark, not a test).
 
     python benchmarks/anchors.py [--repeat 3] [--part pure,libraries,run] [CELL_ID ...]
 
-`pure`: for each cell (default: a sample of plain-loop cells of the adapters, peft and full backends), the median of
-`--repeat` timings of
+`pure`: for each cell (default: a sample of plain-loop cells of the adapters, peft and full backends), the fastest
+of `--repeat` timings, the variants timed in turns, of
 - harness: `Runner.run_cell` with an empty baseline cache (the plain baseline, the checkpointed run, probes, the
-  compare; the replay and a float64 rerun where the two runs differ), as one cell of a run pays it;
+  compare; the replay and a float64 rerun where the two runs differ), a cell that shares its baseline with none;
 - pure: the same plain and checkpointed trainings by `harness repro --minimal`'s loop (the user's calls, the SGD
-  steps, no probe, no replay, no compare), the compute any checkpointing test pays;
-then harness / pure per cell and over the sample.
+  steps, no probe, no replay, no compare), the compute any checkpointing test of the cell pays;
+and the same for the cell's run: its variants that share one baseline (every gc mode and order, as a `harness run`
+of the cell's arch and method makes them) by one Runner, against one pure plain run and each variant's checkpointed
+one. Then harness / pure per cell, per run and over the sample.
 
 `libraries`: the harness's cell of the libraries' own setting (checkpointing enabled after the adapter) against
 each library's checkpointing test re-done on the cell's tiny model and adapter, in the cell's process:
@@ -31,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
 
@@ -121,30 +122,72 @@ def peft_test(cell) -> str:
     return "non-zero sets agree" if same else "non-zero sets differ"
 
 
-def _median(f, repeat: int) -> tuple[float, object]:
-    times, result = [], None
+def _fastest(fns, repeat: int) -> list[tuple[float, object]]:
+    """(fastest of `repeat` timings, the last result) of each of `fns`, timed in turns: what the machine's other
+    load adds to a timing is not the harness's (the noise of a shared 2-core machine is +-10 %)."""
+    times, results = [[] for _ in fns], [None] * len(fns)
     for _ in range(repeat):
-        t = time.perf_counter()
-        result = f()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times), result
+        for i, f in enumerate(fns):
+            t = time.perf_counter()
+            results[i] = f()
+            times[i].append(time.perf_counter() - t)
+    return [(min(ts), r) for ts, r in zip(times, results)]
+
+
+def _quietly(f):
+    """A pure run that raises (a cell whose checkpointed training fails) costs what it took until then; its
+    warnings are not printed."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return f()
+        except Exception as exc:  # noqa: BLE001
+            return exc
 
 
 def pure_part(cells, repeat: int) -> None:
+    import dataclasses
+
     import torch
 
+    from harness import backends
+    from harness.backends.base import GC_MODES
     from harness.cells import find
     from harness.run import Runner
 
-    total_h = total_p = 0.0
-    print(f"{'cell':<58}{'harness ms':>11}{'pure ms':>9}{'ratio':>7}")
+    f32 = torch.float32
+    totals = [0.0] * 4
+    print(f"{'cell':<55}{'harness':>8}{'pure':>6}{'ratio':>6}   {'its run':>7}{'harness':>8}{'pure':>6}{'ratio':>6}")
     for cell_id in cells:
         cell, train = find(cell_id), pure_runner(cell_id)
-        h, _ = _median(lambda: Runner().run_cell(cell), repeat)   # a fresh runner: the cell pays its own baseline
-        p, _ = _median(lambda: (train(False, torch.float32), train(True, torch.float32)), repeat)
-        total_h, total_p = total_h + h, total_p + p
-        print(f"{cell_id:<58}{h * 1000:>11.0f}{p * 1000:>9.0f}{h / p:>7.2f}")
-    print(f"{'sample':<58}{total_h * 1000:>11.0f}{total_p * 1000:>9.0f}{total_h / total_p:>7.2f}")
+        run = [dataclasses.replace(cell, gc_mode=m, order=o)
+               for m in GC_MODES for o in backends.get(cell.backend).orders]
+        trains = [pure_runner(c.id) for c in run]
+
+        runner = Runner()   # one per process, as in a run: the heap settled once per arch (Runner._settle_heap)
+
+        def harness_one():
+            runner.forget()
+            return runner.run_cell(cell)
+
+        def harness_run():
+            runner.forget()
+            return [runner.run_cell(c) for c in run]
+
+        def pure_run():
+            _quietly(lambda: trains[0](False, f32))
+            return [_quietly(lambda: t(True, f32)) for t in trains]
+
+        (h, _), (p, _), (hr, _), (pr, _) = _fastest(
+            [harness_one, lambda: _quietly(lambda: (train(False, f32), train(True, f32))), harness_run, pure_run],
+            repeat)
+        totals = [a + b for a, b in zip(totals, (h, p, hr, pr))]
+        print(f"{cell_id:<55}{h * 1000:>8.0f}{p * 1000:>6.0f}{h / p:>6.2f}   {len(run):>7}{hr / len(run) * 1000:>8.0f}"
+              f"{pr / len(run) * 1000:>6.0f}{hr / pr:>6.2f}")
+    h, p, hr, pr = totals
+    print(f"{'sample':<55}{h * 1000:>8.0f}{p * 1000:>6.0f}{h / p:>6.2f}   {'':>7}{'':>8}{'':>6}{hr / pr:>6.2f}")
 
 
 def libraries_part(cells, repeat: int) -> None:
@@ -152,12 +195,12 @@ def libraries_part(cells, repeat: int) -> None:
     from harness.run import Runner
 
     print(f"{'cell':<58}{'harness ms':>11}  {'outcome':<12}{'library test ms':>16}  {'its verdict':<22}{'ratio':>6}")
-    totals = {}
+    totals, runner = {}, Runner()
     for cell_id in cells:
         cell = find(cell_id)
         test = {"adapters": adapters_test, "peft": peft_test}[cell.backend]
-        h, rec = _median(lambda: Runner().run_cell(cell), repeat)
-        lib, says = _median(lambda: test(cell), repeat)
+        (h, rec), (lib, says) = _fastest([lambda: (runner.forget(), runner.run_cell(cell))[1], lambda: test(cell)],
+                                         repeat)
         th, tl = totals.get(cell.backend, (0.0, 0.0))
         totals[cell.backend] = (th + h, tl + lib)
         print(f"{cell_id:<58}{h * 1000:>11.0f}  {rec['outcome']:<12}{lib * 1000:>16.0f}  {says:<22}{lib / h:>6.2f}")

@@ -90,6 +90,10 @@ class Runner:
         self._settle_heap(cell.arch)
         return self._train(cell, None)
 
+    def forget(self) -> None:
+        """Drop the cached baselines and replays: the next cell trains its own."""
+        self._cache.clear()
+
     def _cached(self, cell, dtype: str | None = None) -> list:
         key = (cell.baseline_key, dtype)
         if key in self._cache:
