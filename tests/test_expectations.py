@@ -97,6 +97,19 @@ def test_a_trait_pattern_matches_the_methods_that_carry_it(method, want):
     assert expected(fields, [entry], calibrated=False)[0] == (want,)
 
 
+def test_unless_carves_out_the_cells_that_match_all_its_axes():
+    """`unless` matches as `match` does: the offload refusal leaves out DeBERTa under autocast (its plain run fails
+    first), not every autocast cell (Wav2Vec2-Conformer under autocast and offload was expected a BatchNorm
+    mismatch although the offload refuses it)."""
+    entry = Expect({"gc_mode": "non_reentrant_offload"}, Outcome.GC_ERROR, "x", "https://x",
+                   unless={"arch": "deberta", "recipe": "autocast"})
+    fields = dict(backend="full", arch="wav2vec2-conformer", method="full", gc_mode="non_reentrant_offload",
+                  inputs="unmasked", order="gc_first", task="seq_cls", modality="audio", recipe="autocast")
+    assert expected(fields, [entry], calibrated=False)[0] == (Outcome.GC_ERROR,)
+    assert expected({**fields, "arch": "deberta"}, [entry], calibrated=False)[0] == (Outcome.EQUIVALENT,)
+    assert expected({**fields, "arch": "deberta", "recipe": "loop"}, [entry], calibrated=False)[0] == (Outcome.GC_ERROR,)
+
+
 def test_adapters_methods_of_the_same_name_do_not_carry_peft_traits():
     fields = dict(backend="adapters", arch="bert", method="lora", gc_mode="non_reentrant", inputs="masked",
                   order="gc_first", task="seq_cls", modality="text")

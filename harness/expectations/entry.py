@@ -32,7 +32,7 @@ class Expect:
                                     # by arch (PVeRA's other noise) when a case script is its strict guard.
 
     machine: str = ""   # a condition of the machine (a key of MACHINES) the entry holds on, e.g. no accelerator
-    unless: dict = field(default_factory=dict)   # field -> patterns, as `match`: cells that match these are not
+    unless: dict = field(default_factory=dict)   # field -> patterns, as `match` (every axis): cells matching are not
                                                  # the entry's (e.g. the methods of a trait that behave otherwise)
 
     @property
@@ -42,7 +42,7 @@ class Expect:
     def applies(self, cell_fields: dict) -> bool:
         if not all(_matches(cell_fields, axis, pattern) for axis, pattern in self.match.items()):
             return False
-        if self.unless and any(_matches(cell_fields, axis, pattern) for axis, pattern in self.unless.items()):
+        if self.unless and all(_matches(cell_fields, axis, pattern) for axis, pattern in self.unless.items()):
             return False
         return self.holds_here()
 

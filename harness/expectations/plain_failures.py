@@ -41,6 +41,37 @@ ENTRIES: list[Expect] = [
            "eager_attention_forward) multiplies 4-head attention weights with 8-head values ('The size of tensor a "
            "(4) must match the size of tensor b (8)'; seen on 5.24.0)",
            f"{TF5}/models/nemotron3_5_transcribe/modeling_nemotron3_5_transcribe.py#L242", {"transformers": ">=5"}),
+    Expect({"recipe": "aux_outputs", "arch": "evolla"}, Outcome.ERROR,
+           "with the recipe's eager attention the plain run fails in transformers: Evolla's language model has grouped "
+           "key/value heads, and the module's eager_attention_forward, copied from its SaProt protein encoder, has no "
+           "repeat_kv ('The size of tensor a (4) must match the size of tensor b (2)'; seen on 4.57.6; 5.24.0 repeats "
+           "them there)", f"{TF_SRC}/models/evolla/modeling_evolla.py#L234", {"transformers": "<5"}),
+    Expect({"recipe": "aux_outputs", "arch": ("prophetnet", "xlm-prophetnet"), "inputs": "padded"}, Outcome.ERROR,
+           "ProphetNetAttention returns as its attentions the scores before the softmax with the additive mask in them "
+           "(attn_weights_reshaped = attn_weights ahead of the softmax; its docstring says after it): a padded "
+           "batch's encoder and cross attentions hold the float32 minimum at the pads, and a loss on them (the "
+           "recipe's, as distillation's) is NaN from step 0 without checkpointing (seen on 4.57.6 and 5.24.0; "
+           "batches without pads train)", f"{TF_SRC}/models/prophetnet/modeling_prophetnet.py#L512",
+           {"transformers": ">=4.57"}),
+    Expect({"recipe": "aux_outputs", "arch": ("nemotron3_5_asr", "nemotron_asr_streaming",
+                                               "nemotron_asr_streaming_encoder")}, Outcome.ERROR,
+           "with the recipe's eager attention the plain run is NaN from its first forward: the streaming encoder's "
+           "attention masks its positional scores with attention_mask.logical_not(), written for the boolean mask "
+           "SDPA gets; eager attention gets the additive float mask (0 where a key is attended), so every attended "
+           "key is filled with -inf and every softmax row is NaN (seen on 5.24.0; Parakeet's copy fills the float "
+           "minimum there instead, finite)",
+           f"{TF5}/models/nemotron_asr_streaming/modeling_nemotron_asr_streaming.py#L615", {"transformers": ">=5"}),
+    Expect({"backend": "full", "arch": "gemma3n_text", "inputs": "padded"}, Outcome.ERROR,
+           "not checkpointing: the plain run's gradients are NaN from step 0. A model built by transformers has a "
+           "zero embedding row for the pad id (padding_idx); SDPA gives a query row whose keys are all masked (a "
+           "left pad under the causal mask) a zero output, so the pads' hidden states stay exactly zero through "
+           "every layer, and AltUp takes the target magnitude as mean(h ** 2) ** 0.5 with no epsilon: sqrt(0), whose "
+           "gradient is infinite, times the loss's zero there. Eager attention (the aux_outputs recipe) spreads such "
+           "a row over every key, the pads leave zero and the run trains (probed: the last hidden state at the pads "
+           "is 0 under SDPA, about 6 under eager; the peft cells' plain runs: the calibration table; seen on 4.57.6 "
+           "and 5.24.0)",
+           f"{TF_SRC}/models/gemma3n/modeling_gemma3n.py#L1699", {"transformers": ">=4.57"},
+           unless={"recipe": "aux_outputs"}),
     Expect({"arch": "deberta", "recipe": "autocast"}, Outcome.ERROR,
            "DeBERTa's attention fills masked scores with torch.finfo(query_layer.dtype).min, the float32 minimum, "
            "into bfloat16 scores under autocast ('value cannot be converted to type c10::BFloat16 without "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..outcomes import Outcome
 from .entry import Expect
-from .groups import (A, ADAPTERS_REENTRANT, ADAPTERS_SRC, CONV1D, LINEAR_ONLY, NO_PROMPT_TUNING, P, PEFT_SRC, TF5, TF_SRC,
+from .groups import (A, ADAPTERS_REENTRANT, ADAPTERS_SRC, CONV1D, LINEAR_ONLY, NO_PROMPT_TUNING, P, PEFT_SRC, TF_SRC,
                      TP)
 
 ENTRIES: list[Expect] = [
@@ -111,21 +111,4 @@ ENTRIES: list[Expect] = [
     Expect({"arch": "van"}, Outcome.UNSUPPORTED,
            "transformers refuses: VanForImageClassification is not compatible with gradient checkpointing",
            f"{TF_SRC}/models/deprecated/van/modeling_van.py", {"transformers": ">=4.35,<5"}, refuses_checkpointing=True),
-    Expect({"backend": "full", "arch": "gemma3n_text", "inputs": "padded"}, Outcome.ERROR,
-           "not checkpointing: the plain run's gradients are NaN from step 0. A model built by transformers has a "
-           "zero embedding row for the pad id (padding_idx), and AltUp takes the target magnitude as "
-           "mean(h ** 2) ** 0.5 with no epsilon: at a pad position that is sqrt(0), whose gradient is infinite, "
-           "times the loss's zero there; a failing plain run comes first, so before the offload entry below (the "
-           "peft cells: the calibration table; seen on 4.57.6 and 5.24.0)",
-           f"{TF_SRC}/models/gemma3n/modeling_gemma3n.py#L1699", {"transformers": ">=4.57"}),
-    # ---- transformers 5's activation-checkpointing options (the `full` backend's extra gc modes), after the
-    # refusals of checkpointing itself ----
-    Expect({"gc_mode": "non_reentrant_offload"}, Outcome.GC_ERROR,
-           "offload=True wraps each checkpoint in save_on_cpu(pin_memory=True, device_type=<accelerator or "
-           "'cpu'>); without an accelerator torch.cpu.is_available() is True, so save_on_cpu pins and the forward "
-           "raises 'pin_memory=True requires a CUDA or other accelerator backend' although the code means "
-           "'nothing to copy off a device' (every release with offload, 5.17.0 to 5.25.0, bisected; PR #48590 "
-           "added the cpu fallback; cases/offload_pin_memory_without_accelerator.py)", f"{TF5}/modeling_utils.py#L3160", {"transformers": ">=5.17"},
-           machine="no_accelerator",
-           unless={"arch": "deberta", "recipe": "autocast"}),   # its plain run fails first (plain_failures.py)
 ]
