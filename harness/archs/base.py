@@ -234,7 +234,8 @@ def _routes_experts_in_source(model_type: str) -> bool | None:
 # transformers' source without importing the model
 ARCH_TRAITS = {
     "records_attentions": "returns attentions collected by forward hooks on its attention modules "
-                          "(_can_record_outputs), not through the layers' outputs",
+                          "(_can_record_outputs; a vision-language model: its language model's), not through the "
+                          "layers' outputs",
     "routes_experts": "a mixture-of-experts model whose config has output_router_logits",
 }
 
@@ -242,16 +243,57 @@ ARCH_TRAITS = {
 @functools.lru_cache(maxsize=None)
 def arch_traits(model_type: str) -> frozenset[str]:
     """The ARCH_TRAITS of a transformers model type (empty for a name that is none)."""
-    import re
-
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
     traits = set()
-    if re.search(r"_can_record_outputs\s*=\s*\{[^}]*[\"']attentions[\"']", model_source(model_type, "modeling") or ""):
+    if _records_attentions(model_type):
         traits.add("records_attentions")
     if model_type in CONFIG_MAPPING_NAMES and _routes_experts(model_type):   # the config's, not the file's text
         traits.add("routes_experts")
     return frozenset(traits)
+
+
+@functools.lru_cache(maxsize=None)
+def _records_attentions(model_type: str) -> bool:
+    """Its model file records attentions with hooks: declares them among the outputs it records
+    (_can_record_outputs), records them (a check_model_inputs / capture_outputs decorator), and does not collect them
+    from its layers' outputs itself (Gemma 2 and 3, Granite, Phi, GPT-NeoX on 4.57.6 declare them and still collect
+    them so: their attentions keep the graph). Or its language model records them (a vision-language model returns
+    its language model's attentions: LLaVA, Mistral 3, PaliGemma). A model type without a file of its own reads its
+    config class's (code_llama: llama)."""
+    import re
+
+    src = model_source(_source_type(model_type), "modeling") or ""
+    if (re.search(r"_can_record_outputs\s*=\s*\{[^}]*[\"']attentions[\"']", src)
+            and re.search(r"@(check_model_inputs|capture_outputs)\b", src)
+            and not re.search(r"\+=\s*\(layer_outputs\[1\],?\)|\+\s*\(outputs\[1\],?\)", src)):
+        return True
+    return any(_records_attentions(sub) for sub in _sub_model_types(model_type))
+
+
+def _source_type(model_type: str) -> str:
+    """The model type whose files hold `model_type`'s model: itself, or another of the same config class."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    if model_source(model_type, "modeling") is not None or model_type not in CONFIG_MAPPING_NAMES:
+        return model_type
+    cls = CONFIG_MAPPING_NAMES[model_type]
+    return next((t for t, c in CONFIG_MAPPING_NAMES.items() if c == cls and model_source(t, "modeling") is not None),
+                model_type)
+
+
+def _sub_model_types(model_type: str) -> list[str]:
+    """The model type of the language model of a composite model type's default config (its text_config): the
+    attentions a composite returns are its language model's."""
+    from transformers import PretrainedConfig
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    try:
+        cfg = CONFIG_MAPPING[model_type]()
+    except Exception:  # noqa: BLE001 - no default config (encoder-decoder wrappers): none known
+        return []
+    return [v.model_type for k, v in vars(cfg).items()
+            if k == "text_config" and isinstance(v, PretrainedConfig) and v.model_type and v.model_type != model_type]
 
 
 def routes_experts(spec: ArchSpec) -> bool:
