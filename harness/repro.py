@@ -99,6 +99,14 @@ def _parts(cell, o: run.Options):
     return arch, be, method, model, diff, rep
 
 
+def _set_attn(recipe: str, model) -> str:
+    """The build's line that sets the recipe's attn_implementation on every sub-model, as build_model does."""
+    attn = train.CONFIG_KWARGS.get(recipe, {}).get("attn_implementation")
+    if not attn or not hasattr(model, "set_attn_implementation"):
+        return ""
+    return f"\n        model.set_attn_implementation({attn!r})   # every sub-model's, as from_pretrained's argument"
+
+
 def script(cell_id: str, options: run.Options | None = None, with_outcome: bool = True) -> str:
     o = options or run.Options()
     cell = find(cell_id)
@@ -132,7 +140,7 @@ def script(cell_id: str, options: run.Options | None = None, with_outcome: bool 
         activate=textwrap.indent(rep.get("activate", "raise NotImplementedError('one adapter only')"), " " * 8),
         trainer=rep.get("trainer", "transformers.Trainer"),
         compose=textwrap.indent(rep.get("compose", {}).get(cell.recipe, "pass"), " " * 8),
-        config_kwargs=train.CONFIG_KWARGS.get(cell.recipe, {}),
+        config_kwargs=train.CONFIG_KWARGS.get(cell.recipe, {}), set_attn=_set_attn(cell.recipe, model),
         unsupported=repr(be.unsupported_patterns + backends.base.COMMON_UNSUPPORTED),
         batches=_batches_source(arch, cell.task, model, cell.inputs,
                                 o.steps * train.MICRO_BATCHES.get(cell.recipe, 1), o.seed, method),
@@ -300,7 +308,7 @@ class Recipe:
         return DTYPE
 
     def build(self):
-        model = transformers.{model_cls}(make_config())
+        model = transformers.{model_cls}(make_config()){set_attn}
         model = to_dtype(model, "cpu", getattr(torch, DTYPE))
         if not CACHE:
             self.cache_off = cache_off(model)

@@ -37,7 +37,8 @@ RECIPES = {
     "autocast": "the forward and the loss under torch.autocast(device, dtype=torch.bfloat16), float32 weights and "
                 "optimizer; judged at float32's tolerance (CPU autocast replays itself exactly), a difference "
                 "settled by a float64 rerun without autocast (bfloat16's rounding is what it settles)",
-    "aux_outputs": "losses that use more than the logits: attentions (eager attention) and hidden states returned "
+    "aux_outputs": "losses that use more than the logits: attentions (eager attention, on every sub-model) and "
+                   "hidden states returned "
                    "and a term on them added to the task loss, as distillation does; router logits on "
                    "(output_router_logits) in mixture-of-experts models, whose own loss then adds the "
                    "load-balancing loss",

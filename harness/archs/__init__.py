@@ -47,3 +47,14 @@ def archs_for(backend: str) -> dict[str, ArchSpec]:
     for name, spec in covered.items():
         out.setdefault(name, spec)
     return out
+
+
+def composite_parts(backend: str, arch: str) -> tuple[str, ...]:
+    """The model types an arch built of two is made of (an encoder-decoder wrapper: vision-encoder-decoder of ViT and
+    GPT-2); () for any other."""
+    import functools
+
+    build = getattr(archs_for(backend).get(arch), "build", None) if backend else None
+    if isinstance(build, functools.partial) and build.func.__name__ == "build_composite":
+        return tuple(build.args[1:])
+    return ()

@@ -186,19 +186,31 @@ def _routes_experts(model_type: str) -> bool:
 
 
 def model_source(model_type: str, kind: str) -> str | None:
-    """The text of the installed transformers' `<kind>_<module>.py` of a model type (kind: modeling, configuration),
-    read without importing it; None when there is none."""
+    """The text of the installed transformers' `<kind>_<module>.py` of a model type (kind: modeling, configuration,
+    modular), read without importing it; None when there is none."""
     import os
+    import sys
 
     import transformers
     from transformers.models.auto.configuration_auto import model_type_to_module_name
 
     module = model_type_to_module_name(model_type)
-    try:
-        with open(os.path.join(os.path.dirname(transformers.__file__), "models", module, f"{kind}_{module}.py")) as fh:
-            return fh.read()
-    except OSError:
-        return None
+    paths = [os.path.join(os.path.dirname(transformers.__file__), "models", module, f"{kind}_{module}.py")]
+    try:   # a file named otherwise (Data2Vec's text model: models/data2vec/modeling_data2vec_text.py): its config's
+        from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+        config_file = sys.modules[CONFIG_MAPPING[model_type].__module__].__file__
+        paths.append(os.path.join(os.path.dirname(config_file),
+                                  os.path.basename(config_file).replace("configuration_", f"{kind}_", 1)))
+    except Exception:  # noqa: BLE001 - not a transformers model type
+        pass
+    for path in paths:
+        try:
+            with open(path) as fh:
+                return fh.read()
+        except OSError:
+            continue
+    return None
 
 
 def _routes_experts_in_source(model_type: str) -> bool | None:
@@ -260,11 +272,17 @@ def _records_attentions(model_type: str) -> bool:
     from its layers' outputs itself (Gemma 2 and 3, Granite, Phi, GPT-NeoX on 4.57.6 declare them and still collect
     them so: their attentions keep the graph). Or its language model records them (a vision-language model returns
     its language model's attentions: LLaVA, Mistral 3, PaliGemma). A model type without a file of its own reads its
-    config class's (code_llama: llama)."""
+    config class's (code_llama: llama); one defined in its modular file alone, its parents'."""
     import re
 
-    src = model_source(_source_type(model_type), "modeling") or ""
-    if (re.search(r"_can_record_outputs\s*=\s*\{[^}]*[\"']attentions[\"']", src)
+    source_type = _source_type(model_type)
+    src = model_source(source_type, "modeling")
+    if src is None:   # a model defined in its modular file alone: its parents' way
+        modular = model_source(source_type, "modular") or ""
+        if any(_records_attentions(parent) for parent in
+               dict.fromkeys(re.findall(r"from \.\.(\w+)\.modeling_\w+ import", modular))):
+            return True
+    elif (re.search(r"_can_record_outputs\s*=\s*\{[^}]*[\"']attentions[\"']", src)
             and re.search(r"@(check_model_inputs|capture_outputs)\b", src)
             and not re.search(r"\+=\s*\(layer_outputs\[1\],?\)|\+\s*\(outputs\[1\],?\)", src)):
         return True
@@ -272,14 +290,19 @@ def _records_attentions(model_type: str) -> bool:
 
 
 def _source_type(model_type: str) -> str:
-    """The model type whose files hold `model_type`'s model: itself, or another of the same config class."""
+    """The model type whose files hold `model_type`'s model: itself; or the one whose config class its base model
+    class goes with (EXAONE on 5.24.0 is a LlamaModel); or another of the same config class (code_llama: llama)."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
 
     if model_source(model_type, "modeling") is not None or model_type not in CONFIG_MAPPING_NAMES:
         return model_type
-    cls = CONFIG_MAPPING_NAMES[model_type]
-    return next((t for t, c in CONFIG_MAPPING_NAMES.items() if c == cls and model_source(t, "modeling") is not None),
-                model_type)
+    base = MODEL_MAPPING_NAMES.get(model_type)
+    configs = {CONFIG_MAPPING_NAMES[model_type]}
+    if isinstance(base, str) and base.endswith("Model"):
+        configs.add(base[: -len("Model")] + "Config")
+    return next((t for t, c in CONFIG_MAPPING_NAMES.items()
+                 if c in configs and t != model_type and model_source(t, "modeling") is not None), model_type)
 
 
 def _sub_model_types(model_type: str) -> list[str]:
@@ -318,16 +341,18 @@ def head_class(spec: ArchSpec, task: str):
 
 def build_model(spec: ArchSpec, task: str, dtype: torch.dtype = torch.float32, device: str = "cpu",
                 **config_kwargs):
-    """Build the tiny random-weight model (call under a fixed torch seed); `config_kwargs` go to AutoConfig
-    (a custom builder's model takes attn_implementation through set_attn_implementation, where it can)."""
+    """Build the tiny random-weight model (call under a fixed torch seed); `config_kwargs` go to AutoConfig. An
+    attn_implementation is also set on the model (set_attn_implementation, where there is one), as from_pretrained's
+    and from_config's argument sets it: on every sub-model, which AutoConfig's alone leaves to some composites
+    (Cohere2-Vision's and DeepSeek-VL's language models stayed on SDPA and returned no attentions)."""
     if spec.build is not None:
         model = spec.build(task)
-        attn = config_kwargs.get("attn_implementation")
-        if attn and hasattr(model, "set_attn_implementation"):
-            model.set_attn_implementation(attn)
     else:
         cfg = tiny_config(spec, task, **config_kwargs)
         model = head_class(spec, task)(cfg)
+    attn = config_kwargs.get("attn_implementation")
+    if attn and hasattr(model, "set_attn_implementation"):
+        model.set_attn_implementation(attn)
     return to_dtype(model, device, dtype)
 
 

@@ -34,11 +34,15 @@ def with_traits(cell_fields: dict) -> dict:
     "trait:NAME" patterns match."""
     if "traits" in cell_fields:
         return cell_fields
+    from ..archs import composite_parts
     from ..archs.base import arch_traits
     from ..backends import method_traits
 
-    return {**cell_fields, "traits": method_traits(cell_fields.get("backend", ""), cell_fields.get("method", ""))
-            | arch_traits(cell_fields.get("arch", ""))}
+    backend, arch = cell_fields.get("backend", ""), cell_fields.get("arch", "")
+    traits = method_traits(backend, cell_fields.get("method", "")) | arch_traits(arch)
+    for part in composite_parts(backend, arch):   # a wrapper returns its encoder's and decoder's attentions
+        traits |= arch_traits(part) & {"records_attentions"}
+    return {**cell_fields, "traits": traits}
 
 
 def expected(cell_fields: dict, table: list[Expect] | None = None,
