@@ -50,11 +50,6 @@ def archs_for(backend: str) -> dict[str, ArchSpec]:
 
 
 def composite_parts(backend: str, arch: str) -> tuple[str, ...]:
-    """The model types an arch built of two is made of (an encoder-decoder wrapper: vision-encoder-decoder of ViT and
-    GPT-2); () for any other."""
-    import functools
-
-    build = getattr(archs_for(backend).get(arch), "build", None) if backend else None
-    if isinstance(build, functools.partial) and build.func.__name__ == "build_composite":
-        return tuple(build.args[1:])
-    return ()
+    """The model types a zoo arch built of two is made of (ZooSpec.compose: an encoder-decoder wrapper, e.g.
+    vision-encoder-decoder of ViT and GPT-2); () for any other."""
+    return tuple(getattr(archs_for(backend).get(arch), "compose", ())) if backend else ()
