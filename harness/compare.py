@@ -116,7 +116,7 @@ def _walk(base: Trace, cand: Trace, atol: float, rtol: float) -> tuple[_Diff, _D
     first, worst = _Diff(), _Diff()
     for where, mabs, scale, always in _differences(base, cand):
         rel = mabs / scale if scale > 0 else (0.0 if mabs == 0 else float("inf"))
-        fails = always or mabs > atol + rtol * scale
+        fails = _beyond((mabs, scale, always), atol, rtol)
         if mabs > worst.abs or (fails and not worst.fails):
             worst.where, worst.abs, worst.rel, worst.fails = where, mabs, rel, worst.fails or fails
         worst.rel = max(worst.rel, rel)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ..outcomes import Outcome
 from . import findings_general, findings_models, findings_recipes, first, plain_failures, refusals
-from .entry import MACHINES, Expect  # noqa: F401  (MACHINES: the machine conditions an entry may name)
+from .entry import MACHINES, Expect, patterns  # noqa: F401  (MACHINES: the machine conditions an entry may name)
 
 ORDER = (first, refusals, plain_failures, findings_models, findings_general, findings_recipes)
 EXPECTATIONS: list[Expect] = [e for module in ORDER for e in module.ENTRIES]
@@ -74,7 +74,7 @@ def expected(cell_fields: dict, table: list[Expect] | None = None,
     fields = with_traits(cell_fields)
     as_peft = table is None and cell_fields.get("backend") == TP
     for e in EXPECTATIONS if table is None else table:
-        if (not as_peft or TP in _patterns(e.match.get("backend"))) and e.applies(fields) and explains(e):
+        if (not as_peft or TP in patterns(e.match.get("backend"))) and e.applies(fields) and explains(e):
             return e.outcomes, e
     if as_peft:
         want, why = _as_peft(cell_fields)
@@ -86,10 +86,6 @@ def expected(cell_fields: dict, table: list[Expect] | None = None,
 
 
 TP = "transformers_peft"
-
-
-def _patterns(pattern) -> tuple:
-    return () if pattern is None else (pattern,) if isinstance(pattern, str) else tuple(pattern)
 
 
 SWAPPED = {"gc_first": "adapter_first", "adapter_first": "gc_first"}
@@ -108,7 +104,7 @@ def _as_peft(cell_fields: dict) -> tuple[tuple[Outcome, ...], Expect | None]:
     twin = {**cell_fields, "backend": "peft", "order": SWAPPED.get(cell_fields.get("order"), cell_fields.get("order"))}
     twin.pop("traits", None)
     want, why = expected(twin, PEFT_FINDINGS, calibrated=False)
-    if why is None or "peft" not in _patterns(why.match.get("backend")):
+    if why is None or "peft" not in patterns(why.match.get("backend")):
         return want, why   # an arch-wide entry holds for every backend as it stands
     return want, Expect({}, want, AS_PEFT.format(order=twin["order"]) + why.reason, why.link,
                         refuses_checkpointing=why.refuses_checkpointing)

@@ -61,9 +61,14 @@ class Expect:
         return axes(self.match) + (f" unless {axes(self.unless)}" if self.unless else "")
 
 
+def patterns(pattern) -> tuple:
+    """An axis's pattern as a tuple of patterns (one string, or several; none for an axis not matched on)."""
+    return () if pattern is None else (pattern,) if isinstance(pattern, str) else tuple(pattern)
+
+
 def _matches(cell_fields: dict, axis: str, pattern) -> bool:
     value = str(cell_fields.get(axis, ""))
-    for p in (pattern,) if isinstance(pattern, str) else pattern:
+    for p in patterns(pattern):
         if p.startswith(TRAIT) and p[len(TRAIT):] in cell_fields.get("traits", ()):
             return True
         if fnmatch.fnmatchcase(value, p):
