@@ -370,6 +370,28 @@ def cache_off(model) -> int:
     return switched
 
 
+def checkpointed_layers(model) -> tuple[type, ...]:
+    """The classes of the layers transformers' gradient checkpointing checkpoints in `model`: its
+    GradientCheckpointingLayer subclasses (transformers >= 4.52); on a transformers without that class, or a model
+    whose layers are not such, the classes its `_no_split_modules` names that it instantiates, which accelerate's FSDP
+    plugin wraps and checkpoints by default (FullyShardedDataParallelPlugin.set_auto_wrap_policy). What torch's own
+    checkpoint API (the torch_* gc modes) and the FSDP launches wrap."""
+    try:
+        from transformers.modeling_layers import GradientCheckpointingLayer
+    except ImportError:
+        GradientCheckpointingLayer = None
+    found = {}
+    if GradientCheckpointingLayer is not None:
+        found = {type(m): None for m in model.modules() if isinstance(m, GradientCheckpointingLayer)}
+    if not found:
+        names = set(getattr(model, "_no_split_modules", None) or ())
+        for m in model.modules():
+            inner = type(getattr(m, "_checkpoint_wrapped_module", m))
+            if inner.__name__ in names:
+                found[inner] = None
+    return tuple(found)
+
+
 def model_configs(model) -> list:
     """Every distinct config of `model`'s modules (the parts of a composite model hold their own)."""
     return list({id(c): c for m in model.modules() if (c := getattr(m, "config", None)) is not None}.values())

@@ -18,6 +18,28 @@ ORDERS = ("gc_first", "adapter_first")
 # on 5.24.0: 176 peft cells, 6 archs x 5 methods, come out as in non_reentrant, or raising as offload does under full
 # fine-tuning): the `full` backend has them in its product; other backends do not offer them.
 EXTRA_GC_MODES = {"non_reentrant_every2": {"every_n_layers": 2}, "non_reentrant_offload": {"offload": True}}
+# torch's own checkpoint API instead of transformers' switch, as accelerate's FSDP plugin (activation_checkpointing),
+# Trainer's fsdp_config and torchtune / torchtitan apply it: apply_activation_checkpointing with a checkpoint_wrapper
+# of this CheckpointImpl on each of the model's checkpointed layers (archs.base.checkpointed_layers). transformers does
+# not know checkpointing is on, so the model's config keeps its own use_cache, as such users leave it. Every backend
+# has them, under every launch.
+TORCH_GC_MODES = {"torch_reentrant": "REENTRANT", "torch_non_reentrant": "NO_REENTRANT"}
+
+
+def torch_checkpointing(model, gc_mode: str) -> None:
+    """torch's checkpoint wrapper on `model`'s checkpointed layers (a torch_* gc mode), as accelerate applies it."""
+    import functools
+
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (CheckpointImpl,
+                                                                             apply_activation_checkpointing,
+                                                                             checkpoint_wrapper)
+
+    from ..archs.base import checkpointed_layers
+
+    layers = checkpointed_layers(model)
+    impl = getattr(CheckpointImpl, TORCH_GC_MODES[gc_mode])
+    apply_activation_checkpointing(model, checkpoint_wrapper_fn=functools.partial(checkpoint_wrapper, checkpoint_impl=impl),
+                                   check_fn=lambda module: isinstance(module, layers))
 
 
 def extra_gc_modes() -> tuple[str, ...]:
@@ -58,7 +80,7 @@ class Backend:
     methods: dict[str, MethodSpec]
     # regexes of the library's own documented refusals: an exception matching one is `unsupported`
     unsupported_patterns: tuple[str, ...] = ()
-    gc_modes: tuple[str, ...] = GC_MODES
+    gc_modes: tuple[str, ...] = GC_MODES + tuple(TORCH_GC_MODES)
     orders: tuple[str, ...] = ORDERS
     # (arch) -> None when the backend supports the arch, else why not
     arch_support: Callable[[ArchSpec], str | None] = lambda arch: None
@@ -108,6 +130,9 @@ class Backend:
         return model
 
     def enable_gc(self, model, gc_mode: str):
+        if gc_mode in TORCH_GC_MODES:
+            torch_checkpointing(model, gc_mode)
+            return
         kwargs = {"use_reentrant": gc_mode == "reentrant"}
         if gc_mode in EXTRA_GC_MODES:   # the same code in repro scripts (harness/repro.py)
             model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs, **EXTRA_GC_MODES[gc_mode])

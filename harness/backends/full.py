@@ -2,7 +2,7 @@
 of the model itself from a bug of an adapter method."""
 from __future__ import annotations
 
-from .base import GC_MODES, Backend, MethodSpec, extra_gc_modes
+from .base import GC_MODES, TORCH_GC_MODES, Backend, MethodSpec, extra_gc_modes
 
 
 class FullBackend(Backend):
@@ -20,5 +20,5 @@ METHODS = {"full": MethodSpec("full", lambda arch, task: None, traits=frozenset(
 
 
 def make() -> Backend:
-    return FullBackend(name="full", methods=METHODS, gc_modes=GC_MODES + extra_gc_modes(), second_adapter=False,
+    return FullBackend(name="full", methods=METHODS, gc_modes=GC_MODES + extra_gc_modes() + tuple(TORCH_GC_MODES), second_adapter=False,
                        compositions_missing="no adapters to compose: full fine-tuning trains the model itself")
