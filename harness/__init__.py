@@ -7,7 +7,7 @@ traces are compared by :func:`harness.compare.compare`.
 
 # the cell axes that run/calibrate/pytest filter on, and their command-line spelling: here, not in harness.cells,
 # so that building the command lines (pytest's options, --help) imports no torch
-AXES = ("backend", "arch", "method", "gc_mode", "inputs", "order", "task", "recipe")
+AXES = ("backend", "arch", "method", "gc_mode", "inputs", "order", "task", "recipe", "parallel")
 # the value an axis has in a record made before the axis existed
-AXIS_DEFAULTS = {"recipe": "loop"}
+AXIS_DEFAULTS = {"recipe": "loop", "parallel": "single"}
 OPTIONS = tuple(a.replace("_", "-") for a in AXES)

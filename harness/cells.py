@@ -9,7 +9,8 @@ from typing import Iterable, Iterator
 from . import AXES, backends
 from .archs import archs_for
 from .archs.base import INPUTS, ArchSpec, routes_experts
-from .backends.base import ORDERS
+from .backends.base import GC_MODES, ORDERS, TORCH_GC_MODES
+from .launch import PARALLEL, SINGLE, parallel_applies
 from .train import RECIPES, recipe_applies
 
 TIERS = ("default", "full")
@@ -27,17 +28,19 @@ class Cell:
     primary_task: bool = True
     modality: str = "text"      # the arch's (text | vision | audio | multimodal): not part of the id, matchable
     recipe: str = "loop"        # how it trains (harness.train.RECIPES); in the id unless the plain loop
+    parallel: str = SINGLE      # how it launches (harness.launch.PARALLEL); in the id unless one process
 
     @property
     def id(self) -> str:
         base = f"{self.backend}-{self.arch}-{self.method}-{self.gc_mode}-{self.inputs}-{self.order}"
         base = base if self.primary_task else f"{base}-{self.task}"
-        return base if self.recipe == "loop" else f"{base}-{self.recipe}"
+        base = base if self.recipe == "loop" else f"{base}-{self.recipe}"
+        return base if self.parallel == SINGLE else f"{base}-{self.parallel}"
 
     @property
     def baseline_key(self) -> str:
         """Cells with equal keys share one baseline (and, under xdist, one worker)."""
-        return baseline_key(self.backend, self.arch, self.method, self.inputs, self.task, self.recipe)
+        return baseline_key(self.backend, self.arch, self.method, self.inputs, self.task, self.recipe, self.parallel)
 
     def fields(self) -> dict:
         d = asdict(self)
@@ -45,9 +48,11 @@ class Cell:
         return d
 
 
-def baseline_key(backend: str, arch: str, method: str, inputs: str, task: str, recipe: str = "loop") -> str:
+def baseline_key(backend: str, arch: str, method: str, inputs: str, task: str, recipe: str = "loop",
+                 parallel: str = SINGLE) -> str:
     key = f"{backend}-{arch}-{method}-{inputs}-{task}"
-    return key if recipe == "loop" else f"{key}-{recipe}"
+    key = key if recipe == "loop" else f"{key}-{recipe}"
+    return key if parallel == SINGLE else f"{key}-{parallel}"
 
 
 class SelectionError(ValueError):
@@ -73,7 +78,7 @@ def valid_choices(backend_names: Iterable[str]) -> dict[str, list[str]]:
         gc_modes.update(dict.fromkeys(be.gc_modes))
     return {"backend": list(backends.BACKEND_NAMES), "arch": sorted(archs), "method": sorted(methods),
             "gc_mode": list(gc_modes), "inputs": list(INPUTS), "order": list(ORDERS), "task": sorted(tasks),
-            "recipe": list(RECIPES), "tier": list(TIERS)}
+            "recipe": list(RECIPES), "parallel": list(PARALLEL), "tier": list(TIERS)}
 
 
 LISTED = 20   # an axis with more values than this names the close ones and points to `harness list`
@@ -97,14 +102,15 @@ def _cells_of(backend: str, arch: ArchSpec, tasks: Iterable[str], recipes: Itera
               methods: Iterable[str] | None = None, shard: tuple[int, int] | None = None,
               **only) -> Iterator[Cell]:
     """The cells of `arch` for these tasks and recipes, in the product's order; `methods`, `shard` and `only`
-    (inputs=, gc_mode=, order=: a value or a list) narrow it before any cell is made, so that only the methods asked
-    for, with a baseline in the shard, have their applicability computed."""
+    (inputs=, gc_mode=, order=, parallel=: a value or a list) narrow it before any cell is made, so that only the
+    methods asked for, with a baseline in the shard, have their applicability computed."""
     be = backends.get(backend)
-    recipes = list(recipes)
+    launched = [(r, p) for r in recipes for p in _narrowed(PARALLEL, only.get("parallel"))
+                if parallel_applies(p, r) is None]   # (recipe, launch): how a step trains, how it is launched
     for task in tasks:
         for method in [be.methods[m] for m in methods] if methods is not None else be.methods.values():
-            in_part = {i: [r for r in recipes
-                           if key_in_shard(baseline_key(backend, arch.name, method.name, i, task, r), shard)]
+            in_part = {i: [(r, p) for r, p in launched
+                           if key_in_shard(baseline_key(backend, arch.name, method.name, i, task, r, p), shard)]
                        for i in _narrowed(arch.inputs, only.get("inputs"))}   # inputs -> its recipes in the shard
             in_part = {i: rs for i, rs in in_part.items() if rs}
             if not in_part or method.applies(arch, task) is not None:
@@ -112,11 +118,11 @@ def _cells_of(backend: str, arch: ArchSpec, tasks: Iterable[str], recipes: Itera
             for i, part_recipes in in_part.items():
                 for gc_mode in _narrowed(be.gc_modes, only.get("gc_mode")):
                     for order in _narrowed(be.orders, only.get("order")):
-                        for recipe in part_recipes:
+                        for recipe, parallel in part_recipes:
                             if recipe_applies(recipe, be, gc_mode, order, method, arch) is not None:
                                 continue
                             yield Cell(backend, arch.name, method.name, gc_mode, i, order, task,
-                                       task == arch.primary_task, arch.modality, recipe)
+                                       task == arch.primary_task, arch.modality, recipe, parallel)
 
 
 def _narrowed(values: Iterable[str], value: str | list[str] | None) -> Iterable[str]:
@@ -130,7 +136,7 @@ def full_product(backend: str, all_tasks: bool = True, archs: Iterable[str] | No
                  recipes: Iterable[str] | None = None, methods: Iterable[str] | None = None,
                  tasks: Iterable[str] | None = None, shard: tuple[int, int] | None = None, **only) -> list[Cell]:
     """Every cell of `backend`; with `archs` / `recipes` / `methods` / `tasks` / `shard` / `only` (inputs=,
-    gc_mode=, order=), only those cells (in the same order)."""
+    gc_mode=, order=, parallel=), only those cells (in the same order)."""
     be = backends.get(backend)
     if methods is not None:   # in the product's order
         methods = [m for m in be.methods if m in methods]
@@ -158,7 +164,7 @@ def default_tier(backend: str) -> list[Cell]:
     def first(arch: ArchSpec, task: str, method: str | None = None, **fix) -> Cell | None:
         """The cell of `arch` and `task` with these settings and `method`, or the first method that applies (the
         first such cell of the product's order; only the asked method's applicability is computed)."""
-        want = dict(gc_mode=be.gc_modes[0], inputs=arch.inputs[0], order=be.orders[0])
+        want = dict(gc_mode=be.gc_modes[0], inputs=arch.inputs[0], order=be.orders[0], parallel=SINGLE)
         want.update(fix)
         recipe = want.pop("recipe", "loop")
         return next(_cells_of(backend, arch, [task], [recipe], [method] if method else None, **want), None)
@@ -186,13 +192,24 @@ def default_tier(backend: str) -> list[Cell]:
             if routes_experts(arch):
                 add(first(arch, arch.primary_task, default_method, recipe="aux_outputs")
                     or first(arch, arch.primary_task, recipe="aux_outputs"))
-    for axis, values in (("gc_mode", be.gc_modes), ("inputs", INPUTS), ("order", be.orders), ("recipe", RECIPES)):
+    if be.name in LAUNCHED:   # the launches and torch's checkpoint API on a decoder and an encoder
+        for arch in filter(None, (archs.get(a) for a in LAUNCH_ARCHS)):
+            for parallel in PARALLEL:
+                for gc_mode in (*GC_MODES, *TORCH_GC_MODES):
+                    if parallel != SINGLE or gc_mode in TORCH_GC_MODES:
+                        add(first(arch, arch.primary_task, default_method, gc_mode=gc_mode, parallel=parallel))
+    for axis, values in (("gc_mode", be.gc_modes), ("inputs", INPUTS), ("order", be.orders), ("recipe", RECIPES),
+                         ("parallel", PARALLEL)):
         for value in values:                          # every axis value once, on the reference arch
             if not any(getattr(c, axis) == value for c in chosen.values()):
                 # a recipe in the first order it applies in (Trainer checkpoints after the adapter)
                 add(next(filter(None, (first(ref, ref.primary_task, default_method, **{axis: value, "order": o})
                                        for o in ([be.orders[0]] if axis == "order" else be.orders))), None))
     return sorted(chosen.values(), key=lambda c: (c.baseline_key, c.id))
+
+
+LAUNCHED = ("peft", "full")      # the backends whose default tier covers every launch and torch gc mode ...
+LAUNCH_ARCHS = ("llama", "bert")   # ... on these archs (a decoder, an encoder)
 
 
 def parse_shard(spec: str | None) -> tuple[int, int] | None:
@@ -218,12 +235,13 @@ def key_in_shard(baseline_key: str, shard: tuple[int, int] | None) -> bool:
 
 
 def select(backend=None, arch=None, method=None, gc_mode=None, inputs=None, order=None, task=None, recipe=None,
-           tier: str = "full", available_only: bool = True, shard: str | None = None) -> list[Cell]:
+           parallel=None, tier: str = "full", available_only: bool = True, shard: str | None = None) -> list[Cell]:
     """Cells matching the comma-separated filters (one per AXES), and in shard ``K/N`` when given;
     SelectionError (one line) on unknown values."""
     part = parse_shard(shard)
     f = {k: split_values(v) for k, v in dict(backend=backend, arch=arch, method=method, gc_mode=gc_mode,
-                                         inputs=inputs, order=order, task=task, recipe=recipe).items()}
+                                         inputs=inputs, order=order, task=task, recipe=recipe,
+                                         parallel=parallel).items()}
     if tier not in TIERS:
         raise SelectionError(f"unknown tier {tier!r}; valid: {', '.join(TIERS)}")
     check_values("backend", f["backend"], list(backends.BACKEND_NAMES))
@@ -231,13 +249,18 @@ def select(backend=None, arch=None, method=None, gc_mode=None, inputs=None, orde
     valid = valid_choices(names)
     for axis in AXES[1:]:
         check_values(axis, f[axis], valid[axis])
+    if f["parallel"] and f["recipe"]:
+        refused = [parallel_applies(p, r) for p in f["parallel"] for r in f["recipe"]]
+        if all(refused):
+            raise SelectionError(f"--parallel {','.join(f['parallel'])} with --recipe {','.join(f['recipe'])}: "
+                                 f"{refused[0]}")
     cells: list[Cell] = []
     for b in names:
         if available_only and backends.get(b).missing:
             continue
         pool = default_tier(b) if tier == "default" else full_product(
             b, archs=f["arch"], recipes=f["recipe"], methods=f["method"], tasks=f["task"], shard=part,
-            inputs=f["inputs"], gc_mode=f["gc_mode"], order=f["order"])
+            inputs=f["inputs"], gc_mode=f["gc_mode"], order=f["order"], parallel=f["parallel"])
         cells.extend(c for c in pool if all(f[a] is None or getattr(c, a) in f[a] for a in AXES)
                      and in_shard(c, part))
     return cells

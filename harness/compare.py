@@ -228,7 +228,65 @@ def baseline_defect(base: Trace) -> tuple[Outcome, str] | None:
 
 
 def compare(base: Trace | None, replay: Trace | None, cand: Trace, dtype: str = "float32") -> Verdict:
-    """`base` None: not run, because the library refused checkpointing itself (`cand` says so)."""
+    """`base` None: not run, because the library refused checkpointing itself (`cand` says so). Runs over several
+    processes (Trace.ranks) are compared rank by rank (:func:`_across_ranks`)."""
+    verdict = _compare(base, replay, cand, dtype)
+    if base is not None and base.ranks and cand.ranks and verdict.outcome in WORSE:
+        return _across_ranks(verdict, base, replay, cand, dtype)
+    return verdict
+
+
+# what a rank's verdict may make of rank 0's, worst last (the order compare reaches them in, reversed)
+WORSE = (Outcome.EQUIVALENT, Outcome.NOT_CHECKPOINTED, Outcome.MISMATCH, Outcome.MISSING_GRAD,
+         Outcome.NONDETERMINISTIC)
+
+
+def _across_ranks(verdict: Verdict, base: Trace, replay: Trace | None, cand: Trace, dtype: str) -> Verdict:
+    """A run over several ranks (rank 0's verdict is `verdict`): every other rank's losses, gradients and final
+    state against its own baseline, the worst verdict standing (its detail names the rank). A launch keeps its ranks'
+    gradients and state equal (DDP averages the gradients; FSDP's are gathered whole): checkpointed ranks that hold
+    other gradients or another state than each other where the baseline's do not are said first, "ranks diverge"
+    (each rank trains its own rows, so their losses differ by design)."""
+    worst, verdicts = verdict, [verdict]
+    for r in range(1, len(base.ranks)):
+        other = _compare(base.ranks[r], replay.ranks[r] if replay is not None and replay.ranks else None,
+                         cand.ranks[r], dtype)
+        verdicts.append(other)
+        if WORSE.index(other.outcome) > WORSE.index(worst.outcome):
+            worst = other
+            worst.detail = f"rank {r}: {other.detail}"
+    worst.max_abs_diff = max(v.max_abs_diff for v in verdicts)
+    worst.max_rel_diff = max(v.max_rel_diff for v in verdicts)
+    worst.noise_floor = max(v.noise_floor for v in verdicts)
+    atol, rtol = worst.tolerance.get("atol", DEFAULT_TOL["float32"][0]), worst.tolerance.get("rtol", 0.0)
+    apart = _ranks_apart(cand, atol, rtol) if worst.outcome is not Outcome.NONDETERMINISTIC else ""
+    if apart and not _ranks_apart(base, atol, rtol):
+        worst.detail = f"ranks diverge with checkpointing, the baseline's agree ({apart}); {worst.detail}"
+        if worst.outcome in (Outcome.EQUIVALENT, Outcome.NOT_CHECKPOINTED):
+            worst.outcome = Outcome.MISMATCH
+    return worst
+
+
+def _ranks_apart(t: Trace, atol: float, rtol: float) -> str:
+    """Where the ranks of `t` first hold other gradients or another final state than rank 0, or ""."""
+    first = t.ranks[0]
+    for r, other in enumerate(t.ranks[1:], 1):
+        for step, (g0, g1) in enumerate(zip(first.grads, other.grads)):
+            for name, g in g0.items():
+                h = g1.get(name)
+                if (g is None) != (h is None):
+                    return f"step {step} grad {name}: {'none' if g is None else 'a gradient'} on rank 0, " \
+                           f"{'none' if h is None else 'a gradient'} on rank {r}"
+                if g is not None and _beyond(d := _diff(h, g), atol, rtol):
+                    return f"step {step} grad {name} differs between rank 0 and rank {r} by {d[0]:.3g}"
+        for name, v in first.state.items():
+            w = other.state.get(name)
+            if w is not None and _beyond(d := _diff(w, v), atol, rtol):
+                return f"final state {name} differs between rank 0 and rank {r} by {d[0]:.3g}"
+    return ""
+
+
+def _compare(base: Trace | None, replay: Trace | None, cand: Trace, dtype: str = "float32") -> Verdict:
     def v(outcome, detail, **kw):
         return Verdict(outcome, detail, recomputed_segments=cand.recomputed_segments,
                        saved_bytes={"baseline": base.saved_bytes if base else 0, "candidate": cand.saved_bytes}, **kw)

@@ -64,7 +64,8 @@ OWN = (MODEL_CONFIG, METHOD_CONFIG, SEQ_LEN, WEIGHTS)
 
 RUN = (*FILTERS, TIER, SHARD, STEPS, DTYPE, DEVICE, CELL_TIMEOUT, MEMORY_GB, *OWN)   # `harness run` and pytest
 # the calibration measures plain runs of the plain loop (its tables hold for every recipe): no recipe filter
-CALIBRATE = (*(f for f in FILTERS if f.dest != "recipe"), SHARD, CELL_TIMEOUT, MEMORY_GB)
+# (and in one process: a launch over several trains the same plain runs)
+CALIBRATE = (*(f for f in FILTERS if f.dest not in ("recipe", "parallel")), SHARD, CELL_TIMEOUT, MEMORY_GB)
 
 
 def check_memory_gb(value: float) -> str | None:

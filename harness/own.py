@@ -179,6 +179,8 @@ def install(model_config: str | None = None, method_config: str | None = None, s
     from .archs import inputs
 
     implied: dict[str, str] = {}
+    given = dict(model_config=model_config, method_config=method_config, seq_len=seq_len, weights=weights)
+    _INSTALLED.update({k: v for k, v in given.items() if v is not None})
     if seq_len is not None:
         if seq_len < 4:
             raise SelectionError(f"--seq-len must be >= 4 tokens, not {seq_len}")
@@ -201,6 +203,21 @@ def install(model_config: str | None = None, method_config: str | None = None, s
 
 
 _SAVED: list[tuple[dict, str, Any]] = []
+_INSTALLED: dict = {}   # the arguments installed, for the processes this one starts (a launch's ranks)
+
+
+def installed() -> dict:
+    """What install() was given in this process (none: {}), for another process to install the same."""
+    return dict(_INSTALLED)
+
+
+def reinstall(given: dict) -> None:
+    """Make this process's entries those install(**given) makes (a rank of a launch: its runner's)."""
+    if given == _INSTALLED:
+        return
+    restore()
+    if given:
+        install(**given)
 
 
 def _set(registry: dict, key: str, value) -> None:
@@ -213,6 +230,7 @@ def restore() -> None:
     while _SAVED:
         registry, key, old = _SAVED.pop()
         registry[key] = old
+    _INSTALLED.clear()
 
 
 def _check_builds(spec, path: str) -> None:

@@ -14,6 +14,11 @@ class RunawayRecompute(RuntimeError):
 RUNAWAY_FACTOR = 4   # a checkpointed backward re-runs each module of the forward about once (nested: a few times)
 
 
+def _address(t: torch.Tensor) -> int:
+    """The address of a parameter's or buffer's storage: of its local shard where it is a DTensor (FSDP2)."""
+    return getattr(t, "_local_tensor", t).untyped_storage().data_ptr()
+
+
 class Probe:
     """Counts module calls re-run during backward, and bytes saved for backward during forward: the memory the saved
     tensors hold, so each storage once per forward, none of the model's parameters and buffers (saving a weight
@@ -60,8 +65,8 @@ class Probe:
         Conformer's relative positions)."""
         self.holder_ran = False
         if self._own[0] is not model:
-            self._own = (model, tuple(p.untyped_storage().data_ptr() for p in model.parameters()))
-        self._held = dict.fromkeys((*self._own[1], *(b.untyped_storage().data_ptr() for b in model.buffers())))
+            self._own = (model, tuple(_address(p) for p in model.parameters()))
+        self._held = dict.fromkeys((*self._own[1], *(_address(b) for b in model.buffers())))
 
     def _pre(self, module, args):
         if not self.in_backward:

@@ -15,6 +15,7 @@ import time
 
 import torch
 
+from .launch import SINGLE, train_ranks
 from .train import Trace, cache_asked, cache_cause, judged_dtype, train
 
 @dataclass
@@ -75,6 +76,8 @@ class Runner:
         o = self.options
         if dtype is not None:
             o = replace(o, dtype=dtype)
+        if cell.parallel != SINGLE:   # trained by the launch's rank processes (harness/launch.py)
+            return train_ranks(cell, gc_mode, o, cache)
         arch, be, method = resolve(cell, self.archs)
         return train(arch, cell.task, be, method,
                      inputs=cell.inputs, gc_mode=gc_mode, order=cell.order, steps=o.steps, seed=o.seed,
@@ -176,4 +179,6 @@ class Runner:
             "unexercised": verdict.unexercised, "cache_switch": cache_switch,
             "recomputed_segments": verdict.recomputed_segments, "saved_bytes": verdict.saved_bytes,
             "seconds": round(time.perf_counter() - t0, 4),
+            # how a launch over several ranks dealt the data (the ranks' averaged gradient and the whole batch's)
+            **({"launch": cand.launch} if cell.parallel != SINGLE else {}),
         }

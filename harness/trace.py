@@ -24,6 +24,11 @@ class Trace:
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
     cache_off: int = 0               # configs whose use_cache this (plain) run switched off: the cache triage
+    where: str = ""                  # where the error was raised: the innermost frame, "file:line in function"
+    # a run over several processes (harness.launch): every rank's own trace, rank 0's fields above (its error: the
+    # first rank's that is not a consequence of another's), and what the launch says of how it dealt the data
+    ranks: list | None = field(default=None, repr=False)
+    launch: str = ""
     # per step: each gradient's largest magnitude, computed once by the comparator (compare.magnitudes)
     magnitudes: list[dict[str, float | None]] | None = field(default=None, repr=False)
     # (the baseline, what of this run differs from it), computed once by the comparator (compare._differences)

@@ -45,6 +45,9 @@ RECIPES = {
     "switch": "two adapters of the method on one model, both trained: each step a forward with the first active "
               "and one with the second (peft set_adapter, adapters set_active_adapters), the losses summed, one "
               "backward",
+    "two_forwards": "two forwards of the model per step, on two views of the step's data (two batches of the same "
+                    "shape: chosen / rejected, two augmentations), their losses summed, one backward: how "
+                    "contrastive, preference and consistency training step",
     "trainer": "transformers' Trainer (adapters: AdapterTrainer) with TrainingArguments(gradient_checkpointing=..., "
                "gradient_checkpointing_kwargs={'use_reentrant': ...}), SGD at a constant rate, its default "
                "gradient clipping; Trainer enables checkpointing on the model it is given, after the adapter",
@@ -63,6 +66,8 @@ RECIPES = {
 }
 MICRO_BATCHES = {"accumulate": 2}
 ADAPTERS = {"switch": 2}
+VIEWS = {"two_forwards": 2}   # forwards on views of the step's data before its backward
+VIEW_SEED = 7919   # a view's batch is drawn from the seed + VIEW_SEED x its index
 # what a recipe passes to AutoConfig: asking for attentions, a user chooses eager attention (fused kernels return none)
 CONFIG_KWARGS = {"aux_outputs": {"attn_implementation": "eager"}}   # adapters trained at once
 
@@ -178,6 +183,23 @@ def _snapshot(t: torch.Tensor) -> torch.Tensor:
     return t.detach().to("cpu", copy=True)
 
 
+WRAPPED = ("_checkpoint_wrapped_module.", "_fsdp_wrapped_module.", "_orig_mod.")   # what wrappers put in names
+
+
+def clean_name(name: str) -> str:
+    """A parameter's name without the modules torch's wrappers insert (checkpoint_wrapper, FSDP, torch.compile): the
+    name the unwrapped model gives it, so that runs with and without a wrapper compare tensor by tensor (a
+    checkpoint wrapper's state_dict strips its own part the same way)."""
+    for part in WRAPPED:
+        name = name.replace(part, "")
+    return name
+
+
+def final_state(model) -> dict:
+    """The final state dict of a model trained in this process."""
+    return {k: _final(v) for k, v in model.state_dict().items()}
+
+
 def _final(t: torch.Tensor) -> torch.Tensor:
     """A state dict entry as the trained model leaves it, on the CPU: the tensor itself (nothing trains the model
     after), so that a tensor a state dict lists under many keys (RandLoRA's random bases, under every layer's key)
@@ -191,10 +213,11 @@ class CellRecipe:
 
     def __init__(self, arch: ArchSpec, task: str, backend: Backend, method: MethodSpec, inputs: str,
                  gc_mode: str | None, dtype: str = "float32", device: str = "cpu", seed: int = 0,
-                 cache: bool = True, training: str = "loop"):
+                 cache: bool = True, training: str = "loop", launch=None):
         self.arch, self.task, self.backend, self.method, self.inputs = arch, task, backend, method, inputs
         self.gc_mode, self.dtype, self.device, self.seed, self.cache = gc_mode, dtype, device, seed, cache
         self.training = training   # a key of RECIPES
+        self.launch = launch       # this process's rank of a launch over several (harness.launch.Rank), or None
         self.cache_off = 0
 
     def build(self):
@@ -221,16 +244,39 @@ class CellRecipe:
             model = self.backend.cast(model, DTYPES[self.dtype])
         return model
 
-    def batch(self, model, step):
+    def batch(self, model, step, view: int = 0, rank: int | None = None):
+        """The batch of `step` (of a view of it, VIEWS), of this process's rank (`rank`: of that rank) when the run is
+        a launch over several."""
         # made for the transformers model, not for a library's wrapper around it (whose forward signature
         # would hide e.g. decoder_input_ids): the same batch the repro script holds
-        batch = self.arch.make_batch(self.task, transformers_model(model), self.inputs, step, self.seed)
+        batch = self.arch.make_batch(self.task, transformers_model(model), self.inputs, step,
+                                     self.seed + VIEW_SEED * view)
         if self.method.batch is not None:
             batch = self.method.batch(batch)
+        if self.launch is not None:
+            batch = self.launch.part(batch, rank)
         if self.training == "aux_outputs":
             batch.update(AUX_FORWARD)
         return {k: (v.to(self.device) if isinstance(v, torch.Tensor) else v)
                 for k, v in cast_inputs(batch, DTYPES[self.dtype]).items()}
+
+    def dataset(self, model, steps: int) -> list:
+        """What Trainer is given to train on: the steps' batches; over several ranks every rank's part of each, which
+        Trainer's sampler deals to the ranks."""
+        ranks = range(self.launch.world) if self.launch is not None else [None]
+        return [self.batch(model, k, rank=r) for k in range(steps) for r in ranks]
+
+    def wrap(self, model):
+        """The module a step calls: the model, or what the launch wraps it in (DDP, FSDP); Trainer wraps it itself."""
+        return model if self.launch is None or self.training == "trainer" else self.launch.wrap(model)
+
+    def grads(self, forward, named) -> dict:
+        """The step's full gradients (a sharded launch gathers them)."""
+        return _grads(named) if self.launch is None else self.launch.grads(forward, named)
+
+    def state(self, forward, model) -> dict:
+        """The final state dict, full (a sharded launch gathers it)."""
+        return final_state(model) if self.launch is None else self.launch.state(forward, model)
 
     def activate(self, model, index: int):
         self.backend.activate(model, index)
@@ -266,11 +312,12 @@ def transformers_model(model):
 def train(arch: ArchSpec, task: str, backend: Backend, method: MethodSpec, *, inputs: str = "masked",
           gc_mode: str | None = None, order: str = "gc_first", steps: int = 3, seed: int = 0,
           lr: float = 0.1, dtype: str = "float32", device: str = "cpu", timeout: float | None = None,
-          cache: bool = True, training: str = "loop") -> Trace:
+          cache: bool = True, training: str = "loop", launch=None) -> Trace:
     """Train one run. gc_mode None is the plain baseline; otherwise checkpointing is enabled in `order`.
     `cache` False: with use_cache switched off in the model's configs, as checkpointing does (the cache triage).
-    `training`: the recipe, a key of RECIPES."""
-    recipe = CellRecipe(arch, task, backend, method, inputs, gc_mode, dtype, device, seed, cache, training)
+    `training`: the recipe, a key of RECIPES. `launch`: this process's rank of a launch over several processes
+    (harness.launch.Rank), None for a single process."""
+    recipe = CellRecipe(arch, task, backend, method, inputs, gc_mode, dtype, device, seed, cache, training, launch)
     return train_recipe(recipe, gc=gc_mode is not None, order=order, steps=steps, seed=seed, lr=lr, timeout=timeout)
 
 
@@ -329,17 +376,21 @@ def train_recipe(recipe, gc: bool, order: str, steps: int, seed: int, lr: float,
             stage = "train"
             during.enter_context(default_float(recipe.dtype))
             model.train()
+            stage = "wrap"
+            forward = recipe.wrap(model)   # the module a step calls (DDP, FSDP: the launch's)
+            stage = "train"
             named = trainable(recipe, model)
             trace.trainable = [n for n, _ in named]
             probe.watch(model, named)
             if by_trainer:
                 train_by_trainer(recipe, model, named, trace, probe, gc, steps, seed, lr)
             else:
-                train_loop(recipe, model, named, trace, probe, steps, seed, lr)
-            trace.state = {k: _final(v) for k, v in model.state_dict().items()}
+                train_loop(recipe, model, forward, named, trace, probe, steps, seed, lr)
+            trace.state = recipe.state(forward, model)
         except Exception as exc:  # noqa: BLE001 - a crashing cell is that cell's outcome
             trace.error = f"{stage}: {type(exc).__name__}: {_one_line(str(exc))}"
             trace.error_stage = stage
+            trace.where = _innermost(exc)
             trace.unsupported = not isinstance(exc, CellTimeout) and recipe.is_unsupported(exc)
     trace.cache_off = getattr(recipe, "cache_off", 0)   # set by a recipe built with use_cache switched off
     trace.recomputed_segments = probe.segments
@@ -353,25 +404,29 @@ def train_recipe(recipe, gc: bool, order: str, steps: int, seed: int, lr: float,
 
 def trainable(recipe, model) -> list:
     """(name, parameter) of what trains: what requires grad with any of the recipe's adapters active (peft's
-    set_adapter makes only the active one require grad); the first is active after."""
+    set_adapter makes only the active one require grad); the first is active after. Names as the unwrapped model
+    gives them (clean_name)."""
     n = ADAPTERS.get(recipe.training, 1)
     wanted = set()
     for i in reversed(range(n)):
         if n > 1:
             recipe.activate(model, i)
         wanted |= {name for name, p in model.named_parameters() if p.requires_grad}
-    return [(name, p) for name, p in model.named_parameters() if name in wanted]
+    return [(clean_name(name), p) for name, p in model.named_parameters() if name in wanted]
 
 
-def train_loop(recipe, model, named, trace, probe, steps, seed, lr):
-    """The recipe's own loop: SGD steps, each over its micro-batches and adapters, observed by `probe`."""
+def train_loop(recipe, model, forward, named, trace, probe, steps, seed, lr):
+    """The recipe's own loop: SGD steps, each over its micro-batches, adapters and views, observed by `probe`;
+    `forward` is the module a step calls (the model, or the launch's wrapper of it)."""
     opt = torch.optim.SGD([p for _, p in named], lr=lr) if named else None
     micro = MICRO_BATCHES.get(recipe.training, 1)
     adapters = ADAPTERS.get(recipe.training, 1)
+    views = VIEWS.get(recipe.training, 1)
     for step in range(steps):
         losses, trained = [], False
         for k in range(step * micro, (step + 1) * micro):   # the step's micro-batches (one: a plain loop)
             batch = recipe.batch(model, k)
+            seen = [recipe.batch(model, k, view) for view in range(1, views)]   # two_forwards: the other view
             # dropout masks (and numpy/python draws, e.g. SpecAugment): the same stream in both runs
             seed_torch(seed + 100 + k, recipe)
             np.random.seed(seed + 100 + k)
@@ -382,8 +437,9 @@ def train_loop(recipe, model, named, trace, probe, steps, seed, lr):
                 for i in range(adapters):   # switch: a forward with each adapter active, the last stays active
                     if adapters > 1:
                         recipe.activate(model, i)
-                    parts.append(recipe.loss(model(**batch)))
-                loss = parts[0] if adapters == 1 else sum(parts)
+                    parts.append(recipe.loss(forward(**batch)))
+                parts += [recipe.loss(forward(**other)) for other in seen]
+                loss = parts[0] if len(parts) == 1 else sum(parts)
                 if micro > 1:
                     loss = loss / micro
             losses.append(float(loss.detach().float()))
@@ -399,7 +455,7 @@ def train_loop(recipe, model, named, trace, probe, steps, seed, lr):
         if not trained:
             trace.grads.append({n: None for n, _ in named})
             continue
-        trace.grads.append(_grads(named))
+        trace.grads.append(recipe.grads(forward, named))
         if opt is not None:
             opt.step()
             opt.zero_grad(set_to_none=True)
@@ -409,9 +465,9 @@ def train_loop(recipe, model, named, trace, probe, steps, seed, lr):
             seed_torch(seed + 200 + step, recipe)
             with torch.no_grad():
                 model.eval()
-                model(**batch)
+                forward(**batch)
                 model.train()
-                model(**batch)
+                forward(**batch)
 
 
 def train_by_trainer(recipe, model, named, trace, probe, gc, steps, seed, lr):
@@ -423,7 +479,7 @@ def train_by_trainer(recipe, model, named, trace, probe, gc, steps, seed, lr):
     from transformers.trainer_callback import PrinterCallback
 
     losses = []
-    batches = [recipe.batch(model, k) for k in range(steps)]
+    batches = recipe.dataset(model, steps)   # over several ranks, Trainer's sampler deals them
 
     class CellTrainer(recipe.trainer_class()):
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
@@ -460,7 +516,9 @@ def train_by_trainer(recipe, model, named, trace, probe, gc, steps, seed, lr):
                 lr_scheduler_type="constant", seed=seed, gradient_checkpointing=gc,
                 gradient_checkpointing_kwargs={"use_reentrant": recipe.reentrant} if gc else None,
                 remove_unused_columns=False, report_to="none", save_strategy="no", logging_strategy="no",
-                disable_tqdm=True, use_cpu=getattr(recipe, "device", "cpu") == "cpu", dataloader_num_workers=0)
+                disable_tqdm=True, use_cpu=getattr(recipe, "device", "cpu") == "cpu", dataloader_num_workers=0,
+                # on several ranks (torchrun's environment): Trainer's own DDP over gloo, as on CPUs
+                ddp_backend="gloo" if getattr(recipe, "launch", None) is not None else None)
             trainer = CellTrainer(model=model, args=args, train_dataset=batches,
                                   data_collator=lambda items: items[0], callbacks=[Observe()])
             trainer.remove_callback(PrinterCallback)   # its summary line on stdout, nothing else
@@ -470,6 +528,17 @@ def train_by_trainer(recipe, model, named, trace, probe, gc, steps, seed, lr):
             h.remove()
         probe.end_backward()
     trace.losses = losses
+
+
+def _innermost(exc: BaseException) -> str:
+    """Where `exc` was raised: its traceback's innermost frame, "file:line in function"."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return ""
+    code = tb.tb_frame.f_code
+    return f"{code.co_filename.rpartition('/')[2]}:{tb.tb_lineno} in {code.co_name}"
 
 
 def _one_line(s: str, limit: int = 300) -> str:
