@@ -46,8 +46,9 @@ PARALLEL = {
     "ddp_static": "DistributedDataParallel(model, static_graph=True): the documented remedy for checkpointing under "
                   "DDP",
     "fsdp": "FSDP2: torch.distributed.fsdp.fully_shard on each checkpointed layer, then on the root",
-    "fsdp1": "FullyShardedDataParallel(model, use_orig_params=True, device_id=cpu) with the checkpointed layer class "
-             "auto-wrapped (transformer_auto_wrap_policy), as accelerate's FSDP plugin wraps it",
+    "fsdp1": "FullyShardedDataParallel(model, use_orig_params=True, device_id=cpu) with each checkpointed layer (or "
+             "its checkpoint wrapper) a unit, as transformer_auto_wrap_policy on the layer class and accelerate's FSDP "
+             "plugin wrap it",
 }
 DDP_KWARGS = {"ddp": {}, "ddp_find_unused": {"find_unused_parameters": True}, "ddp_static": {"static_graph": True}}
 # the trainer recipe on several ranks is Trainer's own launch: it wraps DDP itself, with its own find_unused_parameters

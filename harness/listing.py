@@ -7,6 +7,7 @@ from .archs.base import INPUTS
 from .cells import SelectionError, check_values, split_values
 from .expectations import ALSO, EXPECTATIONS
 from .expectations.entry import _matches
+from .launch import PARALLEL, SINGLE, TRAINER, WORLD, parallel_applies
 from .report import CASE, short
 from .train import RECIPES, recipe_applies
 
@@ -24,6 +25,13 @@ def listing(backend: str | None = None) -> str:
             out.append(f"    {name:<22} {what}")
             why = sorted({r for g in be.gc_modes for o in be.orders if (r := recipe_applies(name, be, g, o))})
             out.extend(f"        not applicable: {r}" for r in why)
+        out.append(f"  launches (parallel; every value but single: {WORLD} ranks, gloo, 127.0.0.1 only):")
+        for name, what in PARALLEL.items():
+            out.append(f"    {name:<22} {what}")
+            if TRAINER.get(name):
+                out.append(f"        with the trainer recipe: {TRAINER[name]}")
+            elif name != SINGLE and (why := parallel_applies(name, "trainer")):
+                out.append(f"        not applicable with the trainer recipe: {why}")
         archs = archs_for(b)
         out.append(f"  archs ({len(archs)}):")
         for a in archs.values():

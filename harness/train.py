@@ -207,7 +207,31 @@ def _final(t: torch.Tensor) -> torch.Tensor:
     return t.detach() if t.device.type == "cpu" else t.detach().to("cpu")
 
 
-class CellRecipe:
+class Launched:
+    """What train_recipe asks of a recipe about its launch (`launch`: this process's rank of a launch over several,
+    harness.launch.Rank, or None for one process). A generated repro script's recipe inherits it too."""
+    launch = None
+
+    def dataset(self, model, steps: int) -> list:
+        """What Trainer is given to train on: the steps' batches; over several ranks every rank's part of each, which
+        Trainer's sampler deals to the ranks."""
+        ranks = range(self.launch.world) if self.launch is not None else [None]
+        return [self.batch(model, k, rank=r) for k in range(steps) for r in ranks]
+
+    def wrap(self, model):
+        """The module a step calls: the model, or what the launch wraps it in (DDP, FSDP); Trainer wraps it itself."""
+        return model if self.launch is None or self.training == "trainer" else self.launch.wrap(model)
+
+    def grads(self, forward, named) -> dict:
+        """The step's full gradients (a sharded launch gathers them)."""
+        return _grads(named) if self.launch is None else self.launch.grads(forward, named)
+
+    def state(self, forward, model) -> dict:
+        """The final state dict, full (a sharded launch gathers it)."""
+        return final_state(model) if self.launch is None else self.launch.state(forward, model)
+
+
+class CellRecipe(Launched):
     """The concrete calls of one cell; `train_recipe` drives them. A generated repro script
     defines a class with the same methods and reuses `train_recipe`'s source verbatim."""
 
@@ -259,24 +283,6 @@ class CellRecipe:
             batch.update(AUX_FORWARD)
         return {k: (v.to(self.device) if isinstance(v, torch.Tensor) else v)
                 for k, v in cast_inputs(batch, DTYPES[self.dtype]).items()}
-
-    def dataset(self, model, steps: int) -> list:
-        """What Trainer is given to train on: the steps' batches; over several ranks every rank's part of each, which
-        Trainer's sampler deals to the ranks."""
-        ranks = range(self.launch.world) if self.launch is not None else [None]
-        return [self.batch(model, k, rank=r) for k in range(steps) for r in ranks]
-
-    def wrap(self, model):
-        """The module a step calls: the model, or what the launch wraps it in (DDP, FSDP); Trainer wraps it itself."""
-        return model if self.launch is None or self.training == "trainer" else self.launch.wrap(model)
-
-    def grads(self, forward, named) -> dict:
-        """The step's full gradients (a sharded launch gathers them)."""
-        return _grads(named) if self.launch is None else self.launch.grads(forward, named)
-
-    def state(self, forward, model) -> dict:
-        """The final state dict, full (a sharded launch gathers it)."""
-        return final_state(model) if self.launch is None else self.launch.state(forward, model)
 
     def activate(self, model, index: int):
         self.backend.activate(model, index)

@@ -249,6 +249,9 @@ ARCH_TRAITS = {
                           "(_can_record_outputs; a vision-language model: its language model's), not through the "
                           "layers' outputs",
     "routes_experts": "a mixture-of-experts model whose config has output_router_logits",
+    "caches_in_training": "its forward builds a key/value cache (DynamicCache) whenever use_cache is on, its "
+                          "config's default, training or not: only transformers' own checkpointing switch turns it "
+                          "off (GradientCheckpointingLayer.__call__), not torch's checkpoint_wrapper",
 }
 
 
@@ -262,6 +265,8 @@ def arch_traits(model_type: str) -> frozenset[str]:
         traits.add("records_attentions")
     if model_type in CONFIG_MAPPING_NAMES and _routes_experts(model_type):   # the config's, not the file's text
         traits.add("routes_experts")
+    if _caches_in_training(model_type):
+        traits.add("caches_in_training")
     return frozenset(traits)
 
 
@@ -287,6 +292,31 @@ def _records_attentions(model_type: str) -> bool:
             and not re.search(r"\+=\s*\(layer_outputs\[1\],?\)|\+\s*\(outputs\[1\],?\)", src)):
         return True
     return any(_records_attentions(sub) for sub in _sub_model_types(model_type))
+
+
+@functools.lru_cache(maxsize=None)
+def _caches_in_training(model_type: str) -> bool:
+    """Its config turns use_cache on by default and its model file makes a DynamicCache under a test of use_cache
+    (Llama's `if use_cache and past_key_values is None`; a decoder stack's, T5's and BART's), not only for a decoder
+    configuration of an encoder (BERT's `use_cache and self.config.is_decoder`)."""
+    import re
+
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    try:
+        if not getattr(CONFIG_MAPPING[model_type](), "use_cache", False):
+            return False
+    except Exception:  # noqa: BLE001 - not a transformers model type, or a config that needs arguments
+        return False
+    source_type = _source_type(model_type)
+    src = model_source(source_type, "modeling") or model_source(source_type, "modular") or ""
+    lines = src.splitlines()
+    for i, line in enumerate(lines):
+        if "DynamicCache(" in line:
+            guards = [g for g in lines[max(i - 6, 0):i + 1] if re.match(r"\s*(el)?if\b", g)]
+            if any("use_cache" in g for g in guards) and not any("config.is_decoder" in g for g in guards):
+                return True
+    return False
 
 
 def _source_type(model_type: str) -> str:

@@ -9,17 +9,20 @@ exception carved out of a broader entry after it. Matching is strict: an expecte
 Precedence, stated once: the entry files are read in the order of ORDER below, each top to bottom, and the first
 entry that matches a cell wins. So a narrower entry stands above a broader one, and the files go from what a user
 hits first (a method failing before checkpointing is enabled, the libraries' refusals, a plain run that fails) to
-checkpointing findings, the broadest rules, then what only a training recipe (Cell.recipe) shows: an entry
-without a recipe holds for every recipe, so the recipes' own findings come after them. The generated baseline-calibration table (harness/calibration.py)
-is consulted first but only decides where no entry explains the plain run's failure (see expected()).
+checkpointing findings: torch's own checkpoint API and the launches (findings_launch: narrow, by gc mode and
+launch), the models', the broadest rules, then what only a training recipe (Cell.recipe) shows: an entry without a
+recipe holds for every recipe, so the recipes' own findings come after them; an entry without a launch holds for
+every launch. The generated baseline-calibration table (harness/calibration.py) is consulted first but only decides
+where no entry explains the plain run's failure (see expected()).
 """
 from __future__ import annotations
 
 from ..outcomes import Outcome
-from . import findings_general, findings_models, findings_recipes, first, plain_failures, refusals
+from . import (findings_general, findings_launch, findings_models, findings_recipes, first, plain_failures,
+               refusals)
 from .entry import MACHINES, Expect, patterns  # noqa: F401  (MACHINES: the machine conditions an entry may name)
 
-ORDER = (first, refusals, plain_failures, findings_models, findings_general, findings_recipes)
+ORDER = (first, refusals, plain_failures, findings_launch, findings_models, findings_general, findings_recipes)
 EXPECTATIONS: list[Expect] = [e for module in ORDER for e in module.ENTRIES]
 # outcomes a cell may also come out as, whatever entry explains it otherwise (which cell of a process shows them
 # depends on what the process ran before): acceptable besides the expected ones, never instead of them
