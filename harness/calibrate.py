@@ -147,7 +147,7 @@ def _table_records(backend: str, versions: dict) -> tuple[dict, set, float]:
         return {}, set(), 0.0
     on = mod.CALIBRATED_ON
     exact, pair = calibration.index(backend)
-    cells = full_product(backend, recipes=("loop",))   # the keys: every recipe has the same
+    cells = full_product(backend, recipes=("loop",), parallel="single")   # the keys: every recipe, launch has the same
     if on.get("failing_in"):
         cells = failing_in(cells, on["failing_in"])
     recs = {}

@@ -244,8 +244,8 @@ def _calibrate(args) -> int:
             raise SelectionError(str(exc)) from None
         return 0
     _check_memory_and_json(args)
-    # the tables say which plain runs fail, per (arch, method, inputs, task): measured on the plain loop
-    cells = _selected(args, "full", recipe="loop")
+    # the tables say which plain runs fail, per (arch, method, inputs, task): measured on the plain loop, in one process
+    cells = _selected(args, "full", recipe="loop", parallel="single")
     if args.failing_in:
         cells = calibrate.failing_in(cells, args.failing_in)
     if not cells:

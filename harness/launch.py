@@ -45,7 +45,8 @@ PARALLEL = {
                        "frozen-weight fine-tuning",
     "ddp_static": "DistributedDataParallel(model, static_graph=True): the documented remedy for checkpointing under "
                   "DDP",
-    "fsdp": "FSDP2: torch.distributed.fsdp.fully_shard on each checkpointed layer, then on the root",
+    "fsdp": "FSDP2: torch.distributed.fsdp.fully_shard on each checkpointed layer (or its checkpoint wrapper), then "
+            "on the root",
     "fsdp1": "FullyShardedDataParallel(model, use_orig_params=True, device_id=cpu) with each checkpointed layer (or "
              "its checkpoint wrapper) a unit, as transformer_auto_wrap_policy on the layer class and accelerate's FSDP "
              "plugin wrap it",
@@ -93,28 +94,30 @@ class Rank:
         layers = checkpointed_layers(model)
         if self.parallel in DDP_KWARGS:
             return torch.nn.parallel.DistributedDataParallel(model, **DDP_KWARGS[self.parallel])
+        from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointWrapper
+
+        # each layer is a unit; where a torch_* gc mode wrapped it, its checkpoint wrapper is: fully_shard and FSDP1
+        # around CheckpointWrapper(layer), as accelerate's FSDP plugins (they skip a wrapper's inner module) and
+        # torchtitan (checkpointing before sharding) build it
+        inside = {id(m._checkpoint_wrapped_module) for m in model.modules() if isinstance(m, CheckpointWrapper)}
+
+        def unit(module) -> bool:
+            if isinstance(module, CheckpointWrapper):
+                return isinstance(module._checkpoint_wrapped_module, layers)
+            return isinstance(module, layers) and id(module) not in inside
+
         if self.parallel == "fsdp":
             from torch.distributed.fsdp import fully_shard
 
-            for module in [m for m in model.modules() if isinstance(m, layers)]:
+            for module in [m for m in model.modules() if unit(m)]:
                 fully_shard(module)
             fully_shard(model)
             return model
         if self.parallel == "fsdp1":
             import functools
 
-            from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointWrapper
             from torch.distributed.fsdp import FullyShardedDataParallel
             from torch.distributed.fsdp.wrap import lambda_auto_wrap_policy
-
-            # a layer, or where a torch_* gc mode wrapped it its checkpoint wrapper: FSDP(CheckpointWrapper(layer)), as
-            # accelerate's apply_activation_checkpointing on the FSDP-wrapped model makes it
-            inside = {id(m._checkpoint_wrapped_module) for m in model.modules() if isinstance(m, CheckpointWrapper)}
-
-            def unit(module) -> bool:
-                if isinstance(module, CheckpointWrapper):
-                    return isinstance(module._checkpoint_wrapped_module, layers)
-                return isinstance(module, layers) and id(module) not in inside
 
             return FullyShardedDataParallel(model, use_orig_params=True, device_id=torch.device("cpu"),
                                             auto_wrap_policy=functools.partial(lambda_auto_wrap_policy, lambda_fn=unit))

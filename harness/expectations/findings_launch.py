@@ -39,18 +39,27 @@ TWO_FORWARDS = ("two_forwards", "switch")   # the recipes that run two forwards 
 # where peft never makes the layers' inputs require grad, no layer is recomputed (the general findings' entry)
 NO_RECOMPUTE = {"backend": "peft", "gc_mode": "reentrant", "order": "adapter_first"}
 TWO_FORWARDS_DDP = ("two forwards before one backward under DistributedDataParallel's defaults, reentrant checkpointing: "
-                    "each checkpointed layer's recompute runs its own backward inside the outer one, so a parameter "
-                    "used by both forwards gets its gradient accumulated, and DDP's hook fired, once per forward; "
-                    "DDP all-reduces its bucket when the first contribution is ready and the second is added to the "
-                    "rank's own gradient after, unaveraged: the ranks' gradients differ from each other and from the "
-                    "plain run's, silently ('ranks diverge'), or the reducer sees a parameter ready twice ('Expected "
-                    "to mark a variable ready only once'). static_graph=True trains it equivalently")
-TWO_FORWARDS_FSDP = ("two forwards before one backward under FSDP2 (fully_shard), reentrant checkpointing: the "
-                     "layer's gradient is reduce-scattered when its first recompute's backward ends, so the other "
-                     "forward's part misses the reduction: silently other gradients")
-TWO_FORWARDS_FSDP1 = ("two forwards before one backward under FSDP1, reentrant checkpointing: the unit reshards its "
-                      "parameters after the first recompute's backward, so the other forward's recompute runs on the "
-                      "freed 1-D shards ('mat2 must be a matrix, got 1-D tensor')")
+                    "each checkpointed layer's recompute runs a backward of its own inside the outer one, so a "
+                    "parameter used by both forwards fires DDP's hook once per forward. When its bucket completes "
+                    "inside one of those inner backwards, DDP finalizes there (the averaged gradients written back, no "
+                    "more hooks expected), and the other forward's recompute adds its part to the rank's own .grad "
+                    "after, unaveraged: the ranks' gradients differ from each other and from the plain run's, "
+                    "silently ('ranks diverge'). Where a parameter outside the layers that both forwards use trains "
+                    "(a head, the embeddings), the other forward's hooks come while DDP still expects them: 'Expected "
+                    "to mark a variable ready only once'. static_graph=True trains it equivalently")
+TWO_FORWARDS_FSDP = ("two forwards before one backward under FSDP2 with transformers' reentrant checkpointing, whose "
+                     "layer checkpoints its whole Module.__call__, fully_shard's hooks inside: the real forwards run "
+                     "under no_grad, so only "
+                     "the recomputes register the post-backward reduce-scatter; the first recompute's backward "
+                     "reduce-scatters the layer's gradient, and the second, finding the state PRE_BACKWARD, only "
+                     "unshards (_fsdp_state.py _pre_forward), so the other forward's part is never reduced: silently "
+                     "other gradients. torch's wrapper sharded as accelerate and torchtitan shard it, fully_shard(checkpoint_wrapper("
+                     "layer)), trains equivalently (torch_reentrant)")
+TWO_FORWARDS_FSDP1 = ("two forwards before one backward under FSDP1, reentrant checkpointing: the first recompute's "
+                      "backward reaches the flat parameter's AccumulateGrad, whose post-backward hook reshards (the "
+                      "original parameters become 1-D views of the local shard), and the other forward's pre-backward "
+                      "hook returns at once (_ran_pre_backward_hook), so its recompute runs on the shards: 'mat2 must "
+                      "be a matrix, got 1-D tensor'")
 
 ENTRIES: list[Expect] = [
     Expect({"recipe": "switch", "parallel": "ddp_find_unused", "backend": ("peft", "adapters")}, Outcome.ERROR,
@@ -110,7 +119,7 @@ ENTRIES: list[Expect] = [
     Expect({"recipe": TWO_FORWARDS, "gc_mode": ("reentrant", "torch_reentrant"), "parallel": "ddp"},
            (Outcome.MISMATCH, Outcome.GC_ERROR), f"{TWO_FORWARDS_DDP} (cases/ddp_two_forwards_reentrant.py)",
            f"{TORCH_SRC}/csrc/distributed/c10d/reducer.cpp", unless=NO_RECOMPUTE),
-    Expect({"recipe": TWO_FORWARDS, "gc_mode": ("reentrant", "torch_reentrant"), "parallel": "fsdp"},
+    Expect({"recipe": TWO_FORWARDS, "gc_mode": "reentrant", "parallel": "fsdp"},
            Outcome.MISMATCH, f"{TWO_FORWARDS_FSDP} (cases/fsdp_two_forwards_reentrant.py)",
            f"{TORCH_SRC}/distributed/fsdp/_fully_shard/_fsdp_state.py", unless=NO_RECOMPUTE),
     Expect({"gc_mode": ("reentrant", "torch_reentrant"), "parallel": "ddp_find_unused"}, Outcome.GC_ERROR,
