@@ -29,7 +29,7 @@ def main() -> int:
     ap.add_argument("-n", type=int, default=5, help="timed runs of each cell (default 5)")
     args = ap.parse_args()
 
-    from harness import launch
+    from harness.launch import pool as launch_pool
     from harness.cells import SelectionError, find
     from harness.run import Runner
 
@@ -39,7 +39,7 @@ def main() -> int:
         print(exc)
         return 2
     start = time.perf_counter()
-    launch.pool().start()
+    launch_pool.pool().start()
     print(f"rank pool start (2 ranks, imports, process group): {time.perf_counter() - start:.1f} s, once per worker")
     print(f"{'cell':<58}{'single s':>10}{'2 ranks s':>11}{'ratio':>8}")
     for single, twin in pairs:

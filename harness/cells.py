@@ -137,16 +137,22 @@ def full_product(backend: str, all_tasks: bool = True, archs: Iterable[str] | No
                  tasks: Iterable[str] | None = None, shard: tuple[int, int] | None = None, **only) -> list[Cell]:
     """Every cell of `backend`; with `archs` / `recipes` / `methods` / `tasks` / `shard` / `only` (inputs=,
     gc_mode=, order=, parallel=), only those cells (in the same order)."""
+    return list(product_cells(backend, all_tasks, archs, recipes, methods, tasks, shard, **only))
+
+
+def product_cells(backend: str, all_tasks: bool = True, archs: Iterable[str] | None = None,
+                  recipes: Iterable[str] | None = None, methods: Iterable[str] | None = None,
+                  tasks: Iterable[str] | None = None, shard: tuple[int, int] | None = None,
+                  **only) -> Iterator[Cell]:
+    """full_product's cells one at a time (a product of millions need not be held to ask what is in it)."""
     be = backends.get(backend)
     if methods is not None:   # in the product's order
         methods = [m for m in be.methods if m in methods]
-    out = []
     for arch in archs_for(backend).values():
         if archs is None or arch.name in archs:
             arch_tasks = arch.tasks if all_tasks else arch.tasks[:1]
-            out.extend(_cells_of(backend, arch, [t for t in arch_tasks if tasks is None or t in tasks],
-                                 recipes or RECIPES, methods, shard, **only))
-    return out
+            yield from _cells_of(backend, arch, [t for t in arch_tasks if tasks is None or t in tasks],
+                                 recipes or RECIPES, methods, shard, **only)
 
 
 def default_tier(backend: str) -> list[Cell]:

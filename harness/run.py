@@ -15,7 +15,8 @@ import time
 
 import torch
 
-from .launch import SINGLE, train_ranks
+from .launch import SINGLE
+from .launch.pool import train_ranks
 from .train import Trace, cache_asked, cache_cause, judged_dtype, train
 
 @dataclass
@@ -76,7 +77,7 @@ class Runner:
         o = self.options
         if dtype is not None:
             o = replace(o, dtype=dtype)
-        if cell.parallel != SINGLE:   # trained by the launch's rank processes (harness/launch.py)
+        if cell.parallel != SINGLE:   # trained by the launch's rank processes (harness/launch/)
             return train_ranks(cell, gc_mode, o, cache)
         arch, be, method = resolve(cell, self.archs)
         return train(arch, cell.task, be, method,

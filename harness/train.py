@@ -209,7 +209,7 @@ def _final(t: torch.Tensor) -> torch.Tensor:
 
 class Launched:
     """What train_recipe asks of a recipe about its launch (`launch`: this process's rank of a launch over several,
-    harness.launch.Rank, or None for one process). A generated repro script's recipe inherits it too."""
+    harness.launch.rank.Rank, or None for one process). A generated repro script's recipe inherits it too."""
     launch = None
 
     def dataset(self, model, steps: int) -> list:
@@ -241,7 +241,7 @@ class CellRecipe(Launched):
         self.arch, self.task, self.backend, self.method, self.inputs = arch, task, backend, method, inputs
         self.gc_mode, self.dtype, self.device, self.seed, self.cache = gc_mode, dtype, device, seed, cache
         self.training = training   # a key of RECIPES
-        self.launch = launch       # this process's rank of a launch over several (harness.launch.Rank), or None
+        self.launch = launch       # this process's rank of a launch over several (harness.launch.rank.Rank), or None
         self.cache_off = 0
 
     def build(self):
@@ -322,7 +322,7 @@ def train(arch: ArchSpec, task: str, backend: Backend, method: MethodSpec, *, in
     """Train one run. gc_mode None is the plain baseline; otherwise checkpointing is enabled in `order`.
     `cache` False: with use_cache switched off in the model's configs, as checkpointing does (the cache triage).
     `training`: the recipe, a key of RECIPES. `launch`: this process's rank of a launch over several processes
-    (harness.launch.Rank), None for a single process."""
+    (harness.launch.rank.Rank), None for a single process."""
     recipe = CellRecipe(arch, task, backend, method, inputs, gc_mode, dtype, device, seed, cache, training, launch)
     return train_recipe(recipe, gc=gc_mode is not None, order=order, steps=steps, seed=seed, lr=lr, timeout=timeout)
 

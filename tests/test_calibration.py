@@ -182,7 +182,7 @@ def test_calibrate_records_a_memory_failure_as_resource():
         def plain(self, cell):
             return Trace(error="build: MemoryError: ", error_stage="build", trainable=["w"])
 
-    [cell] = [c for c in full_product("full") if c.arch == "bert" and c.inputs == "masked"
+    [cell] = [c for c in full_product("full", parallel="single") if c.arch == "bert" and c.inputs == "masked"
               and c.task == "seq_cls" and c.gc_mode == "reentrant" and c.order == "gc_first" and c.recipe == "loop"]
     [record] = calibrate.calibrate([cell], Runner(), {}, report_line=lambda s: None).values()
     assert record["resource"] and record["outcome"] is None and "MemoryError" in record["detail"]
@@ -218,7 +218,7 @@ def test_a_table_of_the_keys_another_backend_fails(tmp_path, monkeypatch):
         cell = dict(backend="transformers_peft", arch="bert", method="lora", inputs="masked", task="seq_cls")
         assert calibration.baseline_failure(cell)[0][0] == "error"
         assert calibration.baseline_failure({**cell, "inputs": "padded"}) == (None, None)   # not measured
-        cells = [c for c in full_product("transformers_peft", recipes=("loop",)) if c.arch == "bert" and c.method == "lora"]
+        cells = [c for c in full_product("transformers_peft", recipes=("loop",), parallel="single") if c.arch == "bert" and c.method == "lora"]
         assert {c.baseline_key for c in calibrate.failing_in(cells, "peft")} == {
             "transformers_peft-bert-lora-masked-seq_cls"}
         with pytest.raises(ValueError, match="no baseline table of adapters"):

@@ -47,7 +47,8 @@ def run_cli(*args):
     (["--inputs", "masked,x"], "unknown inputs 'x'"),
     (["--order", "later"], "unknown order 'later'"),
     (["--task", "translation"], "unknown task 'translation'; valid: "),
-    (["--recipe", "adam"], "unknown recipe 'adam'; valid: loop, accumulate, eval_between, autocast, aux_outputs, switch, trainer"),
+    (["--recipe", "adam"], "unknown recipe 'adam'; valid: loop, accumulate, eval_between, autocast, aux_outputs, switch, "
+                           "two_forwards, trainer"),
     (["--tier", "huge"], "unknown tier 'huge'"),
     (["--dtype", "float8"], "unknown dtype 'float8'"),
     (["--shard", "3/2"], "bad shard '3/2'; valid: K/N"),
@@ -65,7 +66,8 @@ def test_fail_on_broken_exits_1_on_a_known_broken_cell_that_the_default_passes(t
     """A cell known to break (expected mismatch) is as expected: exit 0 by default, 1 with --fail-on broken."""
     run = tmp_path / "run.json"
     args = ["--backend", "peft", "--arch", "bert", "--method", "lora", "--gc-mode", "reentrant", "--inputs", "masked",
-            "--order", "gc_first", "--task", "seq_cls", "--recipe", "switch", "--json", str(run), "-q"]
+            "--order", "gc_first", "--task", "seq_cls", "--recipe", "switch", "--parallel", "single", "--json", str(run),
+            "-q"]
     assert cli.main(["run", *args]) == 0
     assert json.loads(run.read_text())["cells"][0]["outcome"] == "mismatch"
     assert cli.main(["check", str(run), "--fail-on", "broken"]) == 1
@@ -101,12 +103,12 @@ def test_shards_partition_the_selection_and_keep_baselines_together():
 def test_a_recipe_other_than_the_plain_loop_ends_the_cell_id_and_has_its_own_baseline():
     """Today's ids do not change: the plain loop is the default recipe and is not in the id."""
     cells = {c.recipe: c for c in select("full", "bert", gc_mode="reentrant", inputs="masked", order="gc_first",
-                                         task="seq_cls")}
+                                         task="seq_cls", parallel="single")}
     # full fine-tuning has no second adapter (switch); Trainer checkpoints after the adapter (trainer: adapter_first)
-    assert set(cells) == {"loop", "accumulate", "eval_between", "autocast", "aux_outputs"}
+    assert set(cells) == {"loop", "accumulate", "eval_between", "autocast", "aux_outputs", "two_forwards"}
     assert cells["loop"].id == "full-bert-full-reentrant-masked-gc_first"
     assert cells["accumulate"].id == "full-bert-full-reentrant-masked-gc_first-accumulate"
-    assert len({c.baseline_key for c in cells.values()}) == 5
+    assert len({c.baseline_key for c in cells.values()}) == 6
     assert find(cells["eval_between"].id) == cells["eval_between"]
     assert {c.recipe for c in select("full", "bert", recipe="accumulate")} == {"accumulate"}
 
@@ -135,7 +137,7 @@ def test_empty_selection_says_so(capsys):
 def test_run_json_contract_and_exit_codes(tmp_path):
     out = tmp_path / "r.json"
     p = run_cli("run", "--backend", "full", "--arch", "bert", "--inputs", "masked", "--order", "gc_first",
-                "--gc-mode", "non_reentrant,reentrant", "--recipe", "loop", "--json", str(out))
+                "--gc-mode", "non_reentrant,reentrant", "--recipe", "loop", "--parallel", "single", "--json", str(out))
     # (transformers 5 has two more gc_modes; other recipes have findings on 5: BERT records its attentions)
     assert p.returncode == 0, p.stdout + p.stderr
     data = json.loads(out.read_text())
@@ -156,7 +158,7 @@ def test_exit_1_when_a_cell_does_not_match(monkeypatch, capsys):
     monkeypatch.setattr("harness.expectations.EXPECTATIONS",
                         [Expect({"backend": "full"}, Outcome.MISMATCH, "pretend it is known broken")])
     rc = cli.main(["run", "--backend", "full", "--arch", "bert", "--gc-mode", "non_reentrant",
-                   "--inputs", "masked", "--order", "gc_first"])
+                   "--inputs", "masked", "--order", "gc_first", "--recipe", "loop", "--parallel", "single"])
     assert rc == 1
     assert re.search(r"^FAIL safe +full-bert-full-non_reentrant-masked-gc_first: equivalent \(expected mismatch\)",
                      capsys.readouterr().out, re.M)
@@ -185,14 +187,26 @@ def test_list_of_every_available_backend_prints_its_known_patterns():
 
 
 def test_cell_ids_round_trip_and_tiers_cover_every_axis():
+    """The default tier is cells of the product, and holds every value of an axis the product holds; the product
+    (millions of cells) is walked, never held: a value the tier lacks must have no cell at all."""
+    from harness.cells import product_cells, valid_choices
+
+    narrow = {"arch": "archs", "method": "methods", "task": "tasks", "recipe": "recipes"}   # product_cells' names
     for backend in [b for b in backends.BACKEND_NAMES if not backends.get(b).missing]:
         default = select(backend=backend, tier="default")
-        full = select(backend=backend)
-        assert default and set(c.id for c in default) <= set(c.id for c in full)
+        assert default
+        for c in default:   # each in the product: the product narrowed to its values holds it
+            assert c in product_cells(backend, archs=[c.arch], methods=[c.method], tasks=[c.task],
+                                      recipes=[c.recipe], inputs=c.inputs, gc_mode=c.gc_mode, order=c.order,
+                                      parallel=c.parallel)
         # (a backend whose archs another backend's default tier tries covers its own calls on its reference arch)
         every = ("arch",) if backends.get(backend).every_arch_in_default else ()
-        for axis in (*every, "method", "gc_mode", "inputs", "order", "task", "recipe"):
-            assert {getattr(c, axis) for c in default} == {getattr(c, axis) for c in full}, (backend, axis)
+        valid = valid_choices([backend])
+        for axis in (*every, "method", "gc_mode", "inputs", "order", "task", "recipe", "parallel"):
+            missing = set(valid[axis]) - {getattr(c, axis) for c in default}
+            for value in missing:
+                kw = {narrow[axis]: [value]} if axis in narrow else {axis: value}
+                assert next(product_cells(backend, **kw), None) is None, (backend, axis, value)
         c = default[0]
         assert find(c.id) == c
     with pytest.raises(SelectionError):
@@ -321,7 +335,7 @@ def cell_record(cell, outcome: str, detail: str) -> dict:
 def test_matrix_rerun_and_refresh_run_just_the_cells_that_changed_or_are_new(tmp_path):
     """tools/matrix.py --rerun: after a change that alters some cells' results, those cells (and only they)
     are dropped from the finished parts and run again; the rest of the part is kept as it was."""
-    cells = select(backend="full", arch="bert", task="seq_cls", tier="full", recipe="loop")
+    cells = select(backend="full", arch="bert", task="seq_cls", tier="full", recipe="loop", parallel="single")
     stale = [cell_record(c, "mismatch", "old") for c in cells]
     out = tmp_path / "runs"
     out.mkdir()
@@ -336,7 +350,7 @@ def test_matrix_rerun_and_refresh_run_just_the_cells_that_changed_or_are_new(tmp
     # KEY=V: the field is V; KEY~T: it contains T (the stale details are "old")
     done = subprocess.run([*matrix, "--rerun", "gc_mode=reentrant", "--rerun", "outcome=mismatch", "--rerun",
                            "detail~xyz,OL", "--",
-                           "--arch", "bert", "--task", "seq_cls", "--recipe", "loop"],
+                           "--arch", "bert", "--task", "seq_cls", "--recipe", "loop", "--parallel", "single"],
                           capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=600)
     n_reentrant = sum(c.gc_mode == "reentrant" for c in cells)
     assert 0 < n_reentrant < len(cells)
@@ -352,7 +366,7 @@ def test_matrix_rerun_and_refresh_run_just_the_cells_that_changed_or_are_new(tmp
     part.write_text(json.dumps({**data, "cells": list(rerun.values())}))
     ledger = tmp_path / "ledger.json"
     fresh = subprocess.run([*matrix, "--refresh", "--ledger", str(ledger), "--", "--arch", "bert", "--task", "seq_cls",
-                            "--recipe", "loop"],
+                            "--recipe", "loop", "--parallel", "single"],
                            capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=600)
     data = json.loads(part.read_text())
     assert data["complete"] and sorted(r["id"] for r in data["cells"]) == sorted(c.id for c in cells), fresh.stdout
@@ -370,7 +384,7 @@ def test_matrix_runs_a_parts_out_of_memory_cells_again_in_a_fresh_process(tmp_pa
     exhausted with what the part's process held before: 5.24.0's Phi-4-MM + FRoD replays) runs again once, in a
     process of its own; the part's other cells are kept as they were."""
     cells = select(backend="full", arch="bert", task="seq_cls", tier="full", gc_mode="reentrant", order="gc_first",
-                   recipe="loop")
+                   recipe="loop", parallel="single")
     starved = {cells[0].id: "baseline replay ran out of memory (DefaultCPUAllocator: can't allocate memory: you "
                             "tried to allocate 1677557760 bytes); run the cell alone to tell",
                cells[1].id: "candidate train: MemoryError"}
@@ -383,7 +397,7 @@ def test_matrix_runs_a_parts_out_of_memory_cells_again_in_a_fresh_process(tmp_pa
                                 "options": {"steps": 3, "dtype": "float32", "device": "cpu"}, "cells": records}))
     done = subprocess.run([sys.executable, "tools/matrix.py", "--backend", "full", "--parts", "1", "--out",
                            str(out), "--refresh", "--", "--arch", "bert", "--task", "seq_cls", "--gc-mode",
-                           "reentrant", "--order", "gc_first", "--recipe", "loop"],
+                           "reentrant", "--order", "gc_first", "--recipe", "loop", "--parallel", "single"],
                           capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=600)
     assert "part 1/1: 2 cells ran out of memory, run again in a fresh process: 2 ran, 0 ran out of memory again" \
         in done.stdout, done.stdout + done.stderr
@@ -450,14 +464,22 @@ def test_matrix_ledger_keeps_each_complete_parts_figures(tmp_path, monkeypatch):
         fcntl.flock(held, fcntl.LOCK_EX)
         adder = threading.Thread(target=matrix.ledger_add, args=(ledger, "full", 4, {2: two}))
         adder.start()
-        adder.join(0.5)
-        assert adder.is_alive()
+        waiting_on(os.fstat(held.fileno()).st_ino, adder)   # its merging process blocked on the lock
         book = json.loads(Path(ledger).read_text())
         del book["entries"]["2"]
         book["entries"]["4"] = book["entries"]["1"]
         Path(ledger).write_text(json.dumps(book))
-    adder.join(10)
+    adder.join()
     assert list(json.loads(Path(ledger).read_text())["entries"]) == ["1", "2", "4"]
+
+
+def waiting_on(inode: int, thread) -> None:
+    """Return once some process waits for a lock on the file `inode` (Linux's /proc/locks marks a blocked request
+    "->"); the thread that should be the one waiting must not have ended first."""
+    while not any(line.split()[1] == "->" and line.split()[6].endswith(f":{inode}")
+                  for line in Path("/proc/locks").read_text().splitlines()):
+        assert thread.is_alive(), "it ended without waiting for the lock"
+        thread.join(0.05)
 
 
 @pytest.mark.parametrize("cell_id, near", [

@@ -129,7 +129,8 @@ def test_adapters_methods_of_the_same_name_do_not_carry_peft_traits():
 def test_precedence_is_the_stated_order_of_the_entry_files():
     assert EXPECTATIONS == [e for module in ORDER for e in module.ENTRIES]
     assert [m.__name__.rsplit(".", 1)[-1] for m in ORDER] == [
-        "first", "refusals", "plain_failures", "findings_models", "findings_general", "findings_recipes"]
+        "first", "refusals", "plain_failures", "findings_launch", "findings_models", "findings_general",
+        "findings_recipes"]
 
 
 def test_transformers_peft_takes_peft_s_entries_of_the_other_order():

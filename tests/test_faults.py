@@ -15,6 +15,7 @@ from harness import backends
 from harness.archs.base import ArchSpec, build_model
 from harness.cells import Cell
 from harness.run import Options, Runner
+from harness.train import Launched
 
 BERT = ArchSpec("bert", tasks=("seq_cls",))
 
@@ -210,7 +211,7 @@ def test_recompute_in_a_loop_is_stopped_as_gc_error(monkeypatch):
     assert time.monotonic() - t0 < 20
 
 
-class _DroppableRecipe:
+class _DroppableRecipe(Launched):
     """A frozen encoder whose one trainable layer LayerDrop skips at step 1; checkpointed reentrantly (the
     input does not require grad, so a reentrant checkpoint that ran the layer loses the graph)."""
     dtype = "float32"

@@ -1,8 +1,8 @@
-"""The launch axis (harness/launch.py): cells trained on two gloo ranks of this machine, as torchrun starts them.
+"""The launch axis (harness/launch/): cells trained on two gloo ranks of this machine, as torchrun starts them.
 
 Each worker's rank processes are started once and serve every distributed cell it runs. A rank's faults (a perturbed
 recompute, a crash, a hang) are installed in that rank only, by a hook the pool calls around its runs
-(launch.HOOKS: "module:function", a context manager; this module is importable in the ranks, which share the
+(launch_pool.HOOKS: "module:function", a context manager; this module is importable in the ranks, which share the
 runner's sys.path)."""
 import contextlib
 import os
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness import launch
+from harness.launch import pool as launch_pool
 from harness.cells import Cell, SelectionError, find, select
 from harness.compare import compare
 from harness.outcomes import Outcome
@@ -31,7 +31,7 @@ HERE = Path(__file__).stem   # this module, as the ranks import it
 def hooks(monkeypatch):
     """Install rank hooks for one test: {rank: function name in this module}."""
     def install(**by_rank):
-        monkeypatch.setattr(launch, "HOOKS", {int(r[1:]): f"{HERE}:{name}" for r, name in by_rank.items()})
+        monkeypatch.setattr(launch_pool, "HOOKS", {int(r[1:]): f"{HERE}:{name}" for r, name in by_rank.items()})
     return install
 
 
@@ -151,7 +151,7 @@ def test_the_plain_ranks_average_to_the_single_process_gradient(monkeypatch, hoo
     process (dropout off, which would draw other masks for a half batch), at every step."""
     hooks(r0="no_dropout", r1="no_dropout")
     o = Options()
-    ranks = launch.train_ranks(cell(arch=arch, parallel="ddp"), None, o)
+    ranks = launch_pool.train_ranks(cell(arch=arch, parallel="ddp"), None, o)
     with no_dropout():
         one = Runner(o).plain(cell(arch=arch, parallel="single"))
     assert ranks.ok and one.ok, (ranks.error, one.error)
@@ -184,7 +184,7 @@ def test_a_fault_in_one_rank_of_a_sharded_launch_is_caught(hooks, runner, parall
 def test_ranks_that_diverge_are_a_finding_of_their_own():
     """The checkpointed ranks hold other gradients than each other where the baseline's agree: said first."""
     def run(g0, g1, segments=0, saved=4000):
-        return launch.merged([Trace(losses=[float(r)], grads=[{"w": g}], state={"w": torch.tensor([0.9])},
+        return launch_pool.merged([Trace(losses=[float(r)], grads=[{"w": g}], state={"w": torch.tensor([0.9])},
                                     trainable=["w"], recomputed_segments=segments, saved_bytes=saved)
                               for r, g in enumerate((torch.tensor([g0]), torch.tensor([g1])))])
     v = compare(run(1.0, 1.0), None, run(1.0, 1.5, 2, 1000))
@@ -204,20 +204,20 @@ def test_a_rank_that_dies_is_the_cells_outcome_and_the_pool_starts_again(hooks, 
 
 
 def test_a_rank_that_hangs_is_stopped_at_its_deadline(hooks, monkeypatch):
-    monkeypatch.setattr(launch, "GRACE", 1.0)
+    monkeypatch.setattr(launch_pool, "GRACE", 1.0)
     hooks(r0="hangs_in_recompute")
-    starts = launch.pool().starts
+    starts = launch_pool.pool().starts
     r = Runner(Options(timeout=30.0)).run_cell(cell(arch="bert", parallel="ddp", gc_mode="reentrant"))
     assert r["outcome"] == "gc_error" and "did not answer within 31 s" in r["detail"], r["detail"]
-    assert launch.pool().starts > starts   # the hung ranks ended; the baseline's replay started new ones
+    assert launch_pool.pool().starts > starts   # the hung ranks ended; the baseline's replay started new ones
 
 
 def test_the_ranks_are_started_once_and_reused(runner):
     runner.run_cell(cell(arch="bert", parallel="ddp"))
-    pids = [p.pid for p in launch.pool().procs]
+    pids = [p.pid for p in launch_pool.pool().procs]
     for parallel in ("ddp_find_unused", "fsdp", "fsdp1"):
         runner.run_cell(cell(arch="bert", parallel=parallel))
-    assert [p.pid for p in launch.pool().procs] == pids
+    assert [p.pid for p in launch_pool.pool().procs] == pids
 
 
 def _addresses(pid: int) -> set[str]:
@@ -244,7 +244,7 @@ def test_the_ranks_rendezvous_and_talk_on_the_loopback_interface_only(runner):
     """The rendezvous is a store the runner hosts on 127.0.0.1, on a port the OS picks (no port to race for or
     find taken); gloo's connections are on the loopback interface: no rank reaches another address."""
     runner.run_cell(cell(arch="bert", parallel="ddp"))
-    pool = launch.pool()
+    pool = launch_pool.pool()
     assert pool.store.host == "127.0.0.1" and pool.store.port > 0
     for proc in pool.procs:
         seen = _addresses(proc.pid)

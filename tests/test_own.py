@@ -103,7 +103,8 @@ def test_run_checks_a_users_model_and_lora_config(tmp_path, capsys):
     the plain loop; the JSON records the files; the cells train the user's adapter."""
     model, lora, out = write(tmp_path, "config.json", MISTRAL), write(tmp_path, "lora.json", LORA), tmp_path / "r.json"
     rc = cli.main(["run", "--model-config", model, "--method-config", lora, "--backend", "peft", "--inputs", "masked",
-                   "--recipe", "loop", "--seq-len", "24", "--json", str(out)])
+                   "--recipe", "loop", "--seq-len", "24", "--gc-mode", "non_reentrant,reentrant", "--parallel", "single",
+                   "--json", str(out)])
     assert rc == 0, capsys.readouterr().out
     data = json.loads(out.read_text())
     assert data["options"]["model_config"] == model and data["options"]["method_config"] == lora

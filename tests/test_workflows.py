@@ -64,8 +64,8 @@ def step_running(job: dict, needle: str) -> dict:
 
 
 def command_line(script: str, needle: str) -> list[str]:
-    """The words of the line of `script` that starts with `needle`, up to `||`."""
-    lines = [line.strip() for line in script.splitlines() if line.strip().startswith(needle)]
+    """The words of the line of `script` (its continuation lines joined) that starts with `needle`, up to `||`."""
+    lines = [line.strip() for line in re.sub(r"\\\n\s*", " ", script).splitlines() if line.strip().startswith(needle)]
     assert len(lines) == 1, f"expected one line running {needle!r}, found {lines}"
     return shlex.split(lines[0].split("||")[0])
 

@@ -1,4 +1,4 @@
-"""What torch's own checkpoint API (the torch_* gc modes) and the launches (Cell.parallel, harness/launch.py) show.
+"""What torch's own checkpoint API (the torch_* gc modes) and the launches (Cell.parallel, harness/launch/) show.
 
 torch's checkpoint_wrapper is applied as accelerate's FSDP plugin, torchtune and torchtitan apply it: on the layer
 class, with nothing else done to the model. transformers does not know checkpointing is on, so it neither turns the

@@ -1,25 +1,5 @@
-"""The launch: how a cell's training spans processes, its `parallel` axis (docs/design.md, "The launch").
-
-`single` trains in the runner's own process, as every cell did before the axis. Every other value trains on WORLD
-rank processes of this machine, as `torchrun --nproc_per_node 2` starts them: torchrun's environment (RANK,
-WORLD_SIZE, LOCAL_RANK, MASTER_ADDR=127.0.0.1, MASTER_PORT), torch.distributed over gloo on the loopback interface
-only (GLOO_SOCKET_IFNAME=lo; the rendezvous a TCPStore the runner hosts on 127.0.0.1, on a port the OS picks), each
-rank its half of the cell's batch.
-
-Two sides, one module:
-
-- In a rank: :class:`Rank`, what train_recipe asks of the launch through the recipe: wrap the model as the launch
-  does (DDP, fully_shard, FSDP), deal the batch's rows, gather the full gradients and the full final state.
-- In the runner's process: :class:`RankPool`, the rank processes, started once per process (a pytest-xdist worker,
-  a `harness run`) and reused by every distributed cell it runs: each training run of a cell is one request, each
-  rank answers with its Trace. A rank whose run raises tears its process group down (so that a peer waiting in a
-  collective is released at once, "Connection closed by peer"), and the pool forms a new group before the next
-  request (under FSDP2 the rank ends its process instead: LEAVE_ON_ERROR); a rank that dies or does not answer in time ends the pool, which starts again for the next request. A
-  rank process ends with the runner's process (PR_SET_PDEATHSIG), at the end of its connection, or when told.
-
-The runner's one seam is :func:`train_ranks`: a training run of a distributed cell, as one Trace (rank 0's, with
-every rank's in `ranks`), which the comparator compares rank by rank.
-"""
+"""The runner's side of a launch: the rank processes (RankPool), the seam train_ranks, and a rank's process
+(`python -m harness.launch.pool RANK FD`). See harness/launch/__init__.py."""
 from __future__ import annotations
 
 import atexit
@@ -31,157 +11,10 @@ import socket
 import sys
 import tempfile
 import time
-import warnings
 from multiprocessing.connection import Connection, wait
 
-WORLD = 2
-SINGLE = "single"
-# the values of the axis: what each launch does (harness list shows them)
-PARALLEL = {
-    SINGLE: "one process",
-    "ddp": "torch.nn.parallel.DistributedDataParallel(model) with its defaults (find_unused_parameters=False), 2 ranks",
-    "ddp_find_unused": "DistributedDataParallel(model, find_unused_parameters=True): what Trainer picks for a model "
-                       "that is not a PreTrainedModel (a PeftModel, an adapters model), and what scripts set for "
-                       "frozen-weight fine-tuning",
-    "ddp_static": "DistributedDataParallel(model, static_graph=True): the documented remedy for checkpointing under "
-                  "DDP",
-    "fsdp": "FSDP2: torch.distributed.fsdp.fully_shard on each checkpointed layer (or its checkpoint wrapper), then "
-            "on the root",
-    "fsdp1": "FullyShardedDataParallel(model, use_orig_params=True, device_id=cpu) with each checkpointed layer (or "
-             "its checkpoint wrapper) a unit, as transformer_auto_wrap_policy on the layer class and accelerate's FSDP "
-             "plugin wrap it",
-}
-DDP_KWARGS = {"ddp": {}, "ddp_find_unused": {"find_unused_parameters": True}, "ddp_static": {"static_graph": True}}
-# the trainer recipe on several ranks is Trainer's own launch: it wraps DDP itself, with its own find_unused_parameters
-TRAINER = {SINGLE: "", "ddp": "transformers' Trainer on 2 ranks as torchrun starts it (ddp_backend='gloo', use_cpu=True): "
-                              "Trainer wraps the model in DDP itself, with find_unused_parameters of its own choosing "
-                              "(not is_gradient_checkpointing for a PreTrainedModel, True for any other model)"}
-# gloo's errors on a rank whose peer failed first, and a rank left waiting for it: consequences, not causes
-PEER_GONE = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "waits in a collective")
-# launches whose rank, when its run raised, ends its process rather than its process group: FSDP2's device meshes
-# outlive the model (DTensor's sharding cache holds them) and with them the group's connections, so a peer waiting
-# in one of its all-gathers would wait on; the process's end closes them, and the pool starts anew
-LEAVE_ON_ERROR = ("fsdp",)
-GRACE = 60.0          # seconds beyond a run's own time limit before its ranks are taken to hang
-STRAGGLER, STRAGGLER_MIN = 10.0, 30.0   # how long a rank may run on after another answered: x its time, at least
-START_TIMEOUT = 600.0  # seconds for the ranks to import the libraries and form their group (a loaded machine)
-
-
-def parallel_applies(parallel: str, recipe: str) -> str | None:
-    """None when a cell of `recipe` can run under the launch `parallel`, else why not."""
-    if parallel == SINGLE:
-        return None
-    if recipe == "trainer" and parallel not in TRAINER:
-        return (f"Trainer launches on several ranks as itself (parallel ddp: its own DDP settings); {parallel} is not "
-                f"how Trainer is launched")
-    return None
-
-
-# ---- in a rank -------------------------------------------------------------------------------------------------
-class Rank:
-    """This process's rank of a launch: what train_recipe calls through the recipe (CellRecipe.wrap, grads, state,
-    and batch's `part`)."""
-
-    def __init__(self, parallel: str, rank: int, world: int = WORLD):
-        self.parallel, self.rank, self.world = parallel, rank, world
-        self.note = ""   # how the batch was dealt, where the ranks' averaged gradient is not the whole batch's
-
-    def wrap(self, model):
-        import torch
-
-        from .archs.base import checkpointed_layers
-
-        layers = checkpointed_layers(model)
-        if self.parallel in DDP_KWARGS:
-            return torch.nn.parallel.DistributedDataParallel(model, **DDP_KWARGS[self.parallel])
-        from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointWrapper
-
-        # each layer is a unit; where a torch_* gc mode wrapped it, its checkpoint wrapper is: fully_shard and FSDP1
-        # around CheckpointWrapper(layer), as accelerate's FSDP plugins (they skip a wrapper's inner module) and
-        # torchtitan (checkpointing before sharding) build it
-        inside = {id(m._checkpoint_wrapped_module) for m in model.modules() if isinstance(m, CheckpointWrapper)}
-
-        def unit(module) -> bool:
-            if isinstance(module, CheckpointWrapper):
-                return isinstance(module._checkpoint_wrapped_module, layers)
-            return isinstance(module, layers) and id(module) not in inside
-
-        if self.parallel == "fsdp":
-            from torch.distributed.fsdp import fully_shard
-
-            for module in [m for m in model.modules() if unit(m)]:
-                fully_shard(module)
-            fully_shard(model)
-            return model
-        if self.parallel == "fsdp1":
-            import functools
-
-            from torch.distributed.fsdp import FullyShardedDataParallel
-            from torch.distributed.fsdp.wrap import lambda_auto_wrap_policy
-
-            return FullyShardedDataParallel(model, use_orig_params=True, device_id=torch.device("cpu"),
-                                            auto_wrap_policy=functools.partial(lambda_auto_wrap_policy, lambda_fn=unit))
-        raise ValueError(f"unknown launch {self.parallel!r}")
-
-    def part(self, batch: dict, rank: int | None = None) -> dict:
-        """Rank `rank`'s (this one's) rows of the batch: the k-th of WORLD equal parts of every tensor that holds a
-        row per sample. A batch whose tensors do not all hold a row per sample (a vision-language model's flattened
-        patches) is trained whole by every rank, as the note says."""
-        import torch
-
-        r = self.rank if rank is None else rank
-        tensors = {k: v for k, v in batch.items() if isinstance(v, torch.Tensor)}
-        rows = {v.shape[0] if v.dim() else 0 for v in tensors.values()}
-        if len(rows) != 1 or next(iter(rows)) % self.world:
-            shapes = ", ".join(f"{k} {tuple(v.shape)}" for k, v in tensors.items())
-            self.note = (f"the batch does not split by row ({shapes}): every rank trains the whole batch, so the "
-                         f"ranks' averaged gradient is the single process's")
-            return batch
-        n = next(iter(rows)) // self.world
-        mask = batch.get("attention_mask")
-        counts = {int(mask[k * n:(k + 1) * n].sum()) for k in range(self.world)} if isinstance(mask, torch.Tensor) else ()
-        if len(counts) > 1:   # a padded row: per-token means of unequal parts
-            self.note = (f"each rank trains {n} of the batch's {n * self.world} rows, which hold {sorted(counts)} tokens: "
-                         f"a loss averaged over tokens weighs them otherwise than over the whole batch, so the ranks' "
-                         f"averaged gradient is not the single process's")
-        elif not self.note:
-            self.note = (f"each rank trains {n} of the batch's {n * self.world} rows (rank r the r-th {n}): the ranks' "
-                         f"averaged gradient is the whole batch's where its loss is a mean over rows of equal weight")
-        return {k: (v[r * n:(r + 1) * n] if isinstance(v, torch.Tensor) else v) for k, v in batch.items()}
-
-    def grads(self, forward, named) -> dict:
-        """The step's full gradient of each (name, parameter): gathered from the shards under FSDP."""
-        from .train import _snapshot, clean_name
-
-        if self.parallel == "fsdp1":
-            from torch.distributed.fsdp import FullyShardedDataParallel
-
-            with FullyShardedDataParallel.summon_full_params(forward, with_grads=True, writeback=False):
-                by_name = {clean_name(n): p for n, p in forward.named_parameters()}
-                return {n: None if by_name[n].grad is None else _snapshot(by_name[n].grad) for n, _ in named}
-        return {n: None if p.grad is None else _snapshot(_full(p.grad)) for n, p in named}
-
-    def state(self, forward, model) -> dict:
-        """The final state dict, every tensor whole."""
-        from .train import clean_name, final_state
-
-        if self.parallel == "fsdp1":
-            from torch.distributed.fsdp import FullStateDictConfig, FullyShardedDataParallel, StateDictType
-
-            with warnings.catch_warnings():   # its deprecation notice: the harness's call, not the user's
-                warnings.simplefilter("ignore", FutureWarning)
-                with FullyShardedDataParallel.state_dict_type(forward, StateDictType.FULL_STATE_DICT,
-                                                              FullStateDictConfig(rank0_only=False)):
-                    return {clean_name(k): v.detach().clone() for k, v in forward.state_dict().items()}
-        if self.parallel == "fsdp":
-            return {k: _full(v).detach().clone() for k, v in model.state_dict().items()}
-        return final_state(model)
-
-
-def _full(t):
-    """A DTensor (FSDP2's sharded parameters and gradients) gathered whole; any other tensor as it is."""
-    full = getattr(t, "full_tensor", None)
-    return full() if callable(full) else t
+from . import GRACE, LEAVE_ON_ERROR, PEER_GONE, START_TIMEOUT, STRAGGLER, STRAGGLER_MIN, WORLD
+from .rank import Rank
 
 
 # ---- the runner's side -----------------------------------------------------------------------------------------
@@ -198,7 +31,7 @@ def _recv(conn: Connection):
 
 
 class RankPool:
-    """WORLD rank processes (python -m harness.launch), their process group formed, serving training runs."""
+    """WORLD rank processes (python -m harness.launch.pool), their process group formed, serving training runs."""
 
     def __init__(self, world: int = WORLD):
         self.world = world
@@ -228,7 +61,7 @@ class RankPool:
         for r in range(self.world):
             mine, theirs = socket.socketpair()
             log = tempfile.TemporaryFile()
-            proc = subprocess.Popen([sys.executable, "-m", "harness.launch", str(r), str(theirs.fileno())],
+            proc = subprocess.Popen([sys.executable, "-m", "harness.launch.pool", str(r), str(theirs.fileno())],
                                     env=dict(env, RANK=str(r), LOCAL_RANK=str(r)), pass_fds=[theirs.fileno()],
                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
             theirs.close()
@@ -298,7 +131,7 @@ class RankPool:
 
     def train(self, payload: dict, seconds: float) -> list:
         """One training run on every rank: each rank's Trace (an error Trace for a rank that died or hung)."""
-        from .trace import Trace
+        from ..trace import Trace
 
         if not self.alive:
             self.start()
@@ -370,8 +203,8 @@ def merged(traces: list):
 
 def train_ranks(cell, gc_mode, options, cache: bool = True):
     """A training run of a distributed cell (the runner's seam): every rank's Trace, merged."""
-    from . import own
-    from .trace import Trace
+    from .. import own
+    from ..trace import Trace
 
     payload = {"cell": cell, "gc_mode": gc_mode, "options": options, "cache": cache, "own": own.installed(),
                "hooks": dict(HOOKS)}
@@ -394,10 +227,10 @@ def _die_with_parent() -> None:
 
 
 def _train_here(payload: dict, rank: int, world: int):
-    from . import own
-    from .cells import resolve
-    from .trace import Trace
-    from .train import train
+    from .. import own
+    from ..cells import resolve
+    from ..trace import Trace
+    from ..train import train
 
     cell, o = payload["cell"], payload["options"]
     try:
@@ -468,8 +301,8 @@ def main(argv: list[str]) -> int:
         import torch
         import torch.distributed  # noqa: F401
 
-        from . import backends
-        from .train import train  # noqa: F401
+        from .. import backends
+        from ..train import train  # noqa: F401
 
         for name in backends.BACKEND_NAMES:   # the libraries imported once, before the first run
             backends.get(name)
