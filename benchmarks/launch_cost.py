@@ -29,8 +29,8 @@ def main() -> int:
     ap.add_argument("-n", type=int, default=5, help="timed runs of each cell (default 5)")
     args = ap.parse_args()
 
-    from harness.launch import pool as launch_pool
     from harness.cells import SelectionError, find
+    from harness.launch import pool as launch_pool
     from harness.run import Runner
 
     try:

@@ -8,26 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from conftest import ENV, ROOT, tool
 from harness import backends, cli
 from harness.cells import SelectionError, find, select
 from harness.expectations import EXPECTATIONS, MACHINES, Expect, expected
 from harness.outcomes import Outcome
 from harness.versions import versions
 
-ROOT = Path(__file__).resolve().parent.parent
 CASES_DIR = ROOT / "cases"
-
-ENV = dict(os.environ, HF_HUB_OFFLINE="1")
-
-
-def tool(name: str, folder: str = "tools"):
-    """tools/NAME.py (or benchmarks/NAME.py) imported as a module (the scripts are not a package)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, ROOT / folder / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def run_cli(*args):

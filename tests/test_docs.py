@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import ROOT
+
 README = ROOT / "README.md"
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 README_LIMIT = 12 * 1024   # bytes

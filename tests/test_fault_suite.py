@@ -6,12 +6,12 @@ adapters' own override, torch itself), so every backend trains through it as its
 (a relative 1e-4 or 1e-3 of what the recompute computes or passes back) are the ones an absolute tolerance lets
 through on a tiny model's small gradients: they must be caught whatever the size of the cell's gradients.
 """
-import sys
 
 import pytest
 import torch
 from torch.utils.checkpoint import checkpoint as real_checkpoint
 
+from conftest import in_recompute, install_fault
 from harness import backends
 from harness.archs import archs_for
 from harness.cells import Cell
@@ -21,11 +21,6 @@ from harness.train import RECIPES
 
 REFERENCE_ARCHS = ("bert", "llama", "t5", "vit")   # encoder, decoder-only, encoder-decoder, vision
 METHOD = {"adapters": "lora", "peft": "lora", "transformers_peft": "lora", "full": "full"}
-
-
-def in_recompute() -> bool:
-    """Inside a backward pass: where a checkpoint recomputes its segment (reentrant or not)."""
-    return torch._C._current_graph_task_id() != -1
 
 
 def _scaled(x, factor):
@@ -106,25 +101,6 @@ FAULTS = {
 }
 
 
-def install(monkeypatch, fake) -> list[str]:
-    """Put `fake` wherever torch's checkpoint function was taken from (the libraries imported first, as a user's
-    script has them before it trains); the modules patched."""
-    import transformers.modeling_utils  # noqa: F401
-
-    if not backends.get("adapters").missing:
-        import adapters.model_mixin  # noqa: F401
-    patched = []
-    for name, module in list(sys.modules.items()):
-        try:
-            held = module.__dict__.get("checkpoint")
-        except AttributeError:
-            continue
-        if held is real_checkpoint:
-            monkeypatch.setattr(module, "checkpoint", fake)
-            patched.append(name)
-    return patched
-
-
 @pytest.fixture(scope="module")
 def runner():
     """One runner for the suite's cells (per worker): a fault touches only the checkpointed run (it replaces the
@@ -150,7 +126,7 @@ def test_each_fault_of_the_checkpoint_machinery_is_caught_with_its_outcome(monke
     if backends.get(backend).missing:
         pytest.skip(backends.get(backend).missing)
     fake, outcomes = FAULTS[fault]
-    patched = install(monkeypatch, fake)
+    patched = install_fault(monkeypatch, fake)
     assert "torch.utils.checkpoint" in patched and "transformers.modeling_utils" in patched, patched
     r = runner.run_cell(cell_of(backend, arch))
     assert r["outcome"] in outcomes, r["detail"]
@@ -161,7 +137,7 @@ def test_the_fault_is_installed_where_adapters_takes_checkpoint_from(monkeypatch
         pytest.skip(backends.get("adapters").missing)
     import adapters.model_mixin
 
-    assert "adapters.model_mixin" in install(monkeypatch, no_recompute)
+    assert "adapters.model_mixin" in install_fault(monkeypatch, no_recompute)
     assert adapters.model_mixin.checkpoint is no_recompute
 
 
@@ -255,7 +231,7 @@ def test_every_recipe_catches_faults_of_the_checkpoint_machinery(monkeypatch, ru
     if recipe_runs(backend, recipe):
         pytest.skip(recipe_runs(backend, recipe))
     assert runner.run_cell(recipe_cell(backend, recipe))["outcome"] == "equivalent"
-    install(monkeypatch, FAULTS[fault][0])
+    install_fault(monkeypatch, FAULTS[fault][0])
     r = runner.run_cell(recipe_cell(backend, recipe))
     assert r["outcome"] == "mismatch", r["detail"]
 
@@ -268,7 +244,7 @@ def test_autocast_is_judged_at_float32s_tolerance(monkeypatch, runner, backend, 
     if backends.get(backend).missing:
         pytest.skip(backends.get(backend).missing)
     assert runner.run_cell(recipe_cell(backend, "autocast"))["outcome"] == "equivalent"
-    install(monkeypatch, FAULTS[fault][0])
+    install_fault(monkeypatch, FAULTS[fault][0])
     r = runner.run_cell(recipe_cell(backend, "autocast"))
     assert r["outcome"] == "mismatch" and r["tolerance"]["atol"] == 1e-6, r["detail"]
 
@@ -283,7 +259,7 @@ def test_autocast_is_judged_at_float32s_tolerance(monkeypatch, runner, backend, 
 def test_a_fault_only_a_recipe_exposes_is_caught_by_that_recipe(monkeypatch, runner, backend, recipe, fault, outcome):
     if backends.get(backend).missing:
         pytest.skip(backends.get(backend).missing)
-    install(monkeypatch, fault)
+    install_fault(monkeypatch, fault)
     SWITCHED_TO_EVAL.clear()
     r = runner.run_cell(recipe_cell(backend, recipe))
     if recipe == "eval_between" and fault is leaves_its_layer_in_eval_mode and not SWITCHED_TO_EVAL:

@@ -11,6 +11,7 @@ import torch
 import transformers.modeling_utils as mu
 from torch.utils.checkpoint import checkpoint as real_checkpoint
 
+from conftest import zoo
 from harness import backends
 from harness.archs.base import ArchSpec, build_model
 from harness.cells import Cell
@@ -186,11 +187,7 @@ def test_the_float64_rerun_feeds_float_inputs_in_float64(monkeypatch):
     """A time-series model takes float values it does not cast (so do many audio and vision models): the rerun
     casts them as a user of a float64 model does, or it fails ('expected scalar type Double but found Float')
     and leaves the float32 difference unsettled."""
-    from harness.archs import archs_for
-
-    ts = archs_for("full").get("time_series_transformer")
-    if ts is None:
-        pytest.skip("time_series_transformer is not in the zoo of this transformers (not surveyed on it)")
+    ts = zoo("time_series_transformer")
     monkeypatch.setattr(mu, "checkpoint", _float32_only)
     r = run(arch=ts, inputs=ts.inputs[0])
     assert r["outcome"] == "equivalent" and "the float64 rerun agrees" in r["detail"], r["detail"]

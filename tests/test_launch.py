@@ -15,15 +15,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.launch import pool as launch_pool
+from conftest import ENV, ROOT, fault_installed, in_recompute
 from harness.cells import Cell, SelectionError, find, select
 from harness.compare import compare
+from harness.launch import pool as launch_pool
 from harness.outcomes import Outcome
 from harness.run import Options, Runner
 from harness.trace import Trace
 
-ROOT = Path(__file__).resolve().parent.parent
-ENV = dict(os.environ, HF_HUB_OFFLINE="1")
 HERE = Path(__file__).stem   # this module, as the ranks import it
 
 
@@ -48,50 +47,26 @@ def cell(backend="full", arch="bert", gc_mode="non_reentrant", parallel="ddp", r
 
 
 # ---- hooks the ranks run (no arguments; each a context manager) -----------------------------------------------
-def _checkpoint_replaced(fake):
-    """torch's checkpoint replaced by `fake(real, fn, *a, **kw)` wherever a library took it from (as
-    tests/test_fault_suite.py installs its faults)."""
-    import transformers.modeling_utils  # noqa: F401
-    from torch.utils.checkpoint import checkpoint as real
-
-    patched = [m for m in list(sys.modules.values()) if getattr(m, "__dict__", {}).get("checkpoint") is real]
-
-    @contextlib.contextmanager
-    def installed():
-        for module in patched:
-            module.checkpoint = lambda fn, *a, **kw: fake(real, fn, *a, **kw)
-        try:
-            yield
-        finally:
-            for module in patched:
-                module.checkpoint = real
-    return installed()
-
-
-def _in_recompute() -> bool:
-    return torch._C._current_graph_task_id() != -1
-
-
 def perturbed_recompute():
     """The recompute starts from inputs a relative 1e-4 off the forward's."""
     def fake(real, fn, *a, **kw):
         def again(*x, **k):
-            if _in_recompute():
+            if in_recompute():
                 x = tuple(v * (1 + 1e-4) if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in x)
             return fn(*x, **k)
         return real(again, *a, **kw)
-    return _checkpoint_replaced(fake)
+    return fault_installed(fake)
 
 
 def killed_in_recompute():
     """The rank dies (SIGKILL) when its checkpointed run first recomputes."""
     def fake(real, fn, *a, **kw):
         def again(*x, **k):
-            if _in_recompute():
+            if in_recompute():
                 os.kill(os.getpid(), signal.SIGKILL)
             return fn(*x, **k)
         return real(again, *a, **kw)
-    return _checkpoint_replaced(fake)
+    return fault_installed(fake)
 
 
 def hangs_in_recompute():
@@ -99,13 +74,13 @@ def hangs_in_recompute():
     only the runner's deadline ends it."""
     def fake(real, fn, *a, **kw):
         def again(*x, **k):
-            if _in_recompute():
+            if in_recompute():
                 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
                 while True:
                     time.sleep(3600)
             return fn(*x, **k)
         return real(again, *a, **kw)
-    return _checkpoint_replaced(fake)
+    return fault_installed(fake)
 
 
 @contextlib.contextmanager

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import ROOT
+
 PACKAGE = ROOT / "harness"
 MAX_LINES = 600
 TABLES = PACKAGE / "tables"

@@ -9,15 +9,14 @@ import re
 import shutil
 import tempfile
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
 
+from conftest import ROOT
 from harness import cli, records, render, report
 from harness.versions import versions
 
 pytestmark = pytest.mark.versionless   # renders records and ledgers; no library version changes it
-ROOT = Path(__file__).resolve().parent.parent
 LEDGERS = sorted((ROOT / "docs" / "ledger").glob("*.jsonl.gz"))
 CHROMIUM = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
 CHROMEDRIVER = shutil.which("chromedriver")

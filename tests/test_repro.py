@@ -1,15 +1,14 @@
 """`python -m harness repro`: the generated script runs alone and reaches the cell's outcome."""
-import os
 import re
 import subprocess
 import sys
 
 import pytest
 
+from conftest import ENV
 from harness import backends
 from harness.run import Runner
 
-ENV = dict(os.environ, HF_HUB_OFFLINE="1")
 # one cell per outcome that the installed matrix produces (see harness/expectations.py)
 SAMPLE = [
     "full-bert-full-reentrant-padded-gc_first",                        # equivalent

@@ -4,7 +4,6 @@ time budget its comment states. Fast, no network: the shard check selects the pr
 from __future__ import annotations
 
 import configparser
-import importlib.util
 import itertools
 import os
 import re
@@ -17,21 +16,15 @@ from pathlib import Path
 
 import pytest
 
+from conftest import ROOT, tool
+
 yaml = pytest.importorskip("yaml", reason="PyYAML (a dependency of transformers' hub client) reads the workflows")
 
-ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / ".github" / "workflows"
 CI, PRODUCT = WORKFLOWS / "ci.yml", WORKFLOWS / "product.yml"
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 BUDGET_MINUTES = 20
 pytestmark = pytest.mark.xdist_group("workflows")   # one worker selects the product once
-
-
-def tool(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def load(path: Path) -> dict:

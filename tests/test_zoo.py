@@ -4,6 +4,7 @@ import pytest
 import torch
 from transformers import AutoConfig
 
+from conftest import zoo
 from harness import backends
 from harness.archs import archs_for
 from harness.archs.base import build_model
@@ -11,20 +12,6 @@ from harness.archs.inputs import IMAGE_AT
 from harness.archs.losses import all_outputs_loss
 from harness.archs.zoo import shrunk_values
 from harness.train import transformers_model
-
-
-def zoo(model_type: str, backend: str = "full"):
-    """The zoo's spec of a model type, or a skip where the installed transformers does not cover it: it has no such
-    type, or the zoo was not surveyed on this release (the survey tables are of the releases in harness/tables/)."""
-    spec = archs_for(backend).get(model_type)
-    if spec is None:
-        import transformers
-
-        from harness.archs import zoo_survey
-
-        pytest.skip(f"{model_type} is not covered on transformers {transformers.__version__}: "
-                    f"{zoo_survey()[1].get(model_type, 'no such model type')}")
-    return spec
 
 
 def config_of(model_type: str):
