@@ -202,7 +202,8 @@ def default_tier(backend: str) -> list[Cell]:
         for arch in filter(None, (archs.get(a) for a in LAUNCH_ARCHS)):
             for parallel in PARALLEL:
                 for gc_mode in (*GC_MODES, *TORCH_GC_MODES):
-                    if parallel != SINGLE or gc_mode in TORCH_GC_MODES:
+                    if parallel in (TORCH_GC_LAUNCHES if gc_mode in TORCH_GC_MODES else PARALLEL) and (
+                            parallel != SINGLE or gc_mode in TORCH_GC_MODES):
                         add(first(arch, arch.primary_task, default_method, gc_mode=gc_mode, parallel=parallel))
     for axis, values in (("gc_mode", be.gc_modes), ("inputs", INPUTS), ("order", be.orders), ("recipe", RECIPES),
                          ("parallel", PARALLEL)):
@@ -215,7 +216,8 @@ def default_tier(backend: str) -> list[Cell]:
 
 
 LAUNCHED = ("peft", "full")      # the backends whose default tier covers every launch and torch gc mode ...
-LAUNCH_ARCHS = ("llama", "bert")   # ... on these archs (a decoder, an encoder)
+LAUNCH_ARCHS = ("llama", "bert")   # ... on these archs (a decoder, an encoder): transformers' gc modes under every
+TORCH_GC_LAUNCHES = (SINGLE, "fsdp", "fsdp1")   # launch, torch's under one process and FSDP (accelerate's plugin)
 
 
 def parse_shard(spec: str | None) -> tuple[int, int] | None:

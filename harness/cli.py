@@ -224,6 +224,8 @@ def _own(args) -> dict:
 
     given = {o.dest: getattr(args, o.dest, None) for o in options.OWN}
     implied = own.install(**given)
+    for notice in own.NOTICES:
+        print(f"# {notice}")
     for axis, value in implied.items():
         if getattr(args, axis, None) is None:
             setattr(args, axis, value)

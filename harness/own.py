@@ -115,6 +115,11 @@ def method_from_config(path: str, flag: str = "--method-config"):
         from peft import PeftConfig
 
         fields = {k: v for k, v in d.items() if not k.startswith("_")}
+        if fields.get("inference_mode"):   # as save_pretrained writes it: the user trains it, as from_pretrained's
+            fields["inference_mode"] = False   # is_trainable=True loads it
+            NOTICES.append(f"{flag} {path!r} says inference_mode: true (as save_pretrained writes it); loaded for "
+                           f"training with inference_mode off, as PeftModel.from_pretrained(..., is_trainable=True) "
+                           f"does")
         try:
             user = PeftConfig.from_peft_type(**fields)
         except Exception as exc:  # noqa: BLE001
@@ -199,7 +204,36 @@ def install(model_config: str | None = None, method_config: str | None = None, s
         for b in names:
             _set(backends.get(b).methods, method.name, method)
         implied.update(method=method.name, backend=",".join(names))
+        _check_attaches(names[0], method, implied.get("arch"), method_config)
     return implied
+
+
+def _check_attaches(backend: str, method, arch_name: str | None, path: str) -> None:
+    """The library attaches the user's method to the user's model (or, with no model given, to the backend's
+    reference arch, where only a refusal that is not about the target modules' names speaks for every arch);
+    SelectionError (one line) where it refuses, before any cell runs."""
+    from . import backends
+    from .archs import archs_for
+    from .archs.base import build_model
+
+    be = backends.get(backend)
+    archs = archs_for(backend)
+    arch = archs.get(arch_name) if arch_name else archs.get(be.reference_arch) or next(iter(archs.values()))
+    if arch is None or method.applies(arch, arch.primary_task) is not None:
+        return
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            be.attach(be.setup(build_model(arch, arch.primary_task)), arch, arch.primary_task, method)
+    except Exception as exc:  # noqa: BLE001
+        said = str(exc).splitlines()[0] if str(exc) else ""
+        if arch_name or "target module" not in said.lower():
+            where = f"the model of {arch_name!r}" if arch_name else f"{arch.name} (any model)"
+            raise SelectionError(f"--method-config {path!r}: {backend} refuses to attach it to {where}: "
+                                 f"{type(exc).__name__}: {said}") from None
+
+
+NOTICES: list[str] = []   # what loading the user's files changed, said in the run's header
 
 
 _SAVED: list[tuple[dict, str, Any]] = []
@@ -231,6 +265,7 @@ def restore() -> None:
         registry, key, old = _SAVED.pop()
         registry[key] = old
     _INSTALLED.clear()
+    NOTICES.clear()
 
 
 def _check_builds(spec, path: str) -> None:

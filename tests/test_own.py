@@ -141,6 +141,30 @@ def test_weights_train_the_users_checkpoint_unshrunk(tmp_path):
     assert torch.equal(model.model.embed_tokens.weight, saved.model.embed_tokens.weight)
 
 
+@needs_peft
+def test_a_saved_adapters_config_is_trained_as_from_pretrained_is_trainable_loads_it(tmp_path, capsys):
+    """An adapter_config.json as save_pretrained writes it (inference_mode: true) is the adapter the user trains:
+    loaded with inference mode off, said in the run's header; its cells train (no vacuous baseline)."""
+    model, lora = write(tmp_path, "config.json", MISTRAL), write(tmp_path, "lora.json", {**LORA, "inference_mode": True})
+    rc = cli.main(["run", "--model-config", model, "--method-config", lora, "--backend", "peft", "--inputs", "masked",
+                   "--recipe", "loop,trainer", "--gc-mode", "non_reentrant", "--task", "causal_lm", "--parallel",
+                   "single", "-q"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "inference_mode: true (as save_pretrained writes it); loaded for training with inference_mode off" in out
+    assert "vacuous baseline" not in out and "3 cells: equivalent: 3; 3 as expected" in out, out
+
+
+@needs_peft
+def test_a_method_config_whose_targets_the_users_model_lacks_is_refused_before_the_run(tmp_path, capsys):
+    model = write(tmp_path, "config.json", MISTRAL)
+    lora = write(tmp_path, "lora.json", {**LORA, "target_modules": ["query", "value"]})   # BERT's names
+    assert cli.main(["run", "--model-config", model, "--method-config", lora, "--parallel", "single"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --method-config") and "refuses to attach it to the model of 'mistral'" in err
+    assert len(err.strip().splitlines()) == 1, err
+
+
 @pytest.mark.parametrize("flag, content, needle", [
     ("--model-config", "not json", "cannot read a JSON config: JSONDecodeError"),
     ("--model-config", [1, 2], "a config is a JSON object, not list"),
@@ -149,6 +173,8 @@ def test_weights_train_the_users_checkpoint_unshrunk(tmp_path):
     ("--model-config", {**MISTRAL, "hidden_act": "no_such_activation"}, "cannot build a model from"),
     ("--method-config", {"alpha": "x", "nonsense": 1}, "not a peft config (no peft_type)"),
     ("--method-config", {"peft_type": "NOPE"}, "peft refuses it"),
+    ("--method-config", {**LORA, "r": 0, "target_modules": ["query"]}, "peft refuses to attach it to bert (any "
+                                                                        "model): ValueError: `r` should be a positive"),
     ("--seq-len", None, "--seq-len must be >= 4 tokens"),
 ])
 def test_bad_own_input_exits_2_in_one_line(tmp_path, capsys, flag, content, needle):
