@@ -20,7 +20,8 @@ from .outcomes import BROKEN
 from .report import CASE, VERDICTS, atomic, by_cause, histogram, names, short, verdict
 
 COLOURS = {"broken, NEW": "#b2182b", "broken, known": "#ef8a62", "nondeterministic": "#c51b7d",
-           "not checkpointed": "#fddbc7", "plain fails": "#bababa", "unsupported": "#e0e0e0", "safe": "#67a9cf"}
+           "not checkpointed": "#fddbc7", "plain fails": "#bababa", "unsupported": "#e0e0e0",
+           "safe, partly": "#d1e5f0", "safe": "#67a9cf"}
 FILES = ("report.html", "report.md")
 
 

@@ -14,20 +14,29 @@ from .versions import versions
 
 # what an outcome means for the user, worst first (the report's heatmap colours a cell by the worst of its cells)
 VERDICTS = ("broken, NEW", "broken, known", "nondeterministic", "not checkpointed", "plain fails", "unsupported",
-            "safe")
+            "safe, partly", "safe")
 _WORD = {"equivalent": "safe", "error": "plain fails", "unsupported": "unsupported",
          "not_checkpointed": "not checkpointed", "nondeterministic": "nondeterministic"}
 CASE = re.compile(r"cases/\w+\.py")
 
 
 def verdict(result: dict) -> str:
-    """safe; broken, known (checkpointing changes training, a recorded cause); broken, NEW (not recorded, or not
-    as recorded); plain fails (training fails without checkpointing too); unsupported (the library refuses the
+    """safe (everything the recipe trains got a gradient and agreed); safe, partly (equivalent, but some of what it
+    trains never got a non-zero gradient, or the baseline was not finite from some step: those are not vouched for);
+    broken, known (checkpointing changes training, a recorded cause); broken, NEW (not recorded, or not as
+    recorded); plain fails (training fails without checkpointing too); unsupported (the library refuses the
     combination); not checkpointed (accepted, nothing recomputed or saved); nondeterministic."""
     o = result["outcome"]
     if o in BROKEN:
         return "broken, known" if result["matches"] else "broken, NEW"
+    if o == "equivalent" and partly(result):
+        return "safe, partly"
     return _WORD[o]
+
+
+def partly(result: dict) -> bool:
+    """An equivalent cell that does not vouch for all it trains (its detail says what: "not vouched for")."""
+    return "not vouched for" in result.get("detail", "")
 
 
 def short(reason: str, limit: int = 110) -> str:
@@ -57,7 +66,12 @@ def summary(results: list[dict]) -> str:
     bad = sum(not r["matches"] for r in results)
     return (f"{len(results)} cells: {histogram(results)}; "
             f"{len(results) - bad} as expected, {bad} not as expected; "
-            f"cell time {sum(r.get('seconds', 0.0) for r in results):.0f} s")
+            f"cell time {sum(r.get('seconds', 0.0) for r in results):.0f} s{_partly(results)}")
+
+
+def _partly(results: list[dict]) -> str:
+    n = sum(r["outcome"] == "equivalent" and partly(r) for r in results)
+    return f"; {n} of the equivalent cells safe only in part (tensors not vouched for)" if n else ""
 
 
 def pivot(results: list[dict], axis: str, only_broken: bool = False) -> list[str]:
@@ -93,7 +107,7 @@ def safe_settings(results: list[dict]):
 
     safe: dict[tuple, dict[str, list]] = {axis: defaultdict(list) for axis in SAFE_AXES}
     for r in results:
-        if r["outcome"] == "equivalent":
+        if r["outcome"] == "equivalent" and not partly(r):   # only what vouches for all it trains is offered
             for axis in SAFE_AXES:
                 safe[axis][key(r, axis)].append(r.get(axis, AXIS_DEFAULTS.get(axis)))
 

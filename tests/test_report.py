@@ -68,6 +68,18 @@ def test_the_summary_pivots_and_names_the_safe_setting():
     assert lines[-1].startswith("5 cells: ") and "3 as expected, 2 not as expected" in lines[-1]
 
 
+def test_an_equivalent_cell_that_does_not_vouch_for_all_it_trains_is_safe_only_in_part():
+    """Tensors that never got a gradient in the plain run are not vouched for: the verdict says so, the summary
+    counts it apart, and it is never offered as the setting that is safe for a broken cell."""
+    partly = {**RUN[1], "detail": "3 steps, 16 trainable tensors; ...; 8 of 16 trainable tensors never get a non-zero "
+                                  "gradient, not vouched for (first base_model.model.layers.0.lora_A.first.weight)"}
+    assert report.verdict(partly) == "safe, partly" and report.line(partly).startswith("ok   safe, partly ")
+    text = report.full_summary([RUN[0], partly])
+    assert "safe in this run with" not in text
+    assert text.splitlines()[-1].endswith("; 1 of the equivalent cells safe only in part (tensors not vouched for)")
+    assert "safe in this run with gc_mode=non_reentrant" in report.full_summary(RUN[:2])
+
+
 def test_junit_xml_has_a_testcase_per_cell(tmp_path):
     path = tmp_path / "j.xml"
     report.junit(str(path), RUN)
