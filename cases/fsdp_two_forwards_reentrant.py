@@ -16,7 +16,8 @@ Report, ready to file (no upstream issue found):
     POST_BACKWARD). The other forward's gradient stays in unsharded_param.grad, never reduced: the sharded
     gradients differ from the run without checkpointing, silently. fully_shard(checkpoint_wrapper(layer))
     (accelerate's and torchtitan's order for torch's wrapper), non-reentrant
-    checkpointing, or one forward per backward train correctly.
+    checkpointing, or one forward per backward train correctly. transformers 5 checkpoints a layer's forward rather
+    than its __call__ (fully_shard's hooks outside), so its layers train correctly here; transformers 4 does not.
 
     FSDP1 (FSDP(checkpoint_wrapper(layer)), use_orig_params=True): the first recompute's backward reaches the flat
     parameter's AccumulateGrad; its post-backward hook reshards, leaving the original parameters 1-D views of the

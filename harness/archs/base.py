@@ -297,7 +297,7 @@ def _records_attentions(model_type: str) -> bool:
 @functools.lru_cache(maxsize=None)
 def _caches_in_training(model_type: str) -> bool:
     """Its config turns use_cache on by default and its model file makes a DynamicCache under a test of use_cache
-    (Llama's `if use_cache and past_key_values is None`; a decoder stack's, T5's and BART's), not only for a decoder
+    (an `if` of the ten lines above it: Llama's `if use_cache and past_key_values is None`; a decoder stack's, T5's and BART's), not only for a decoder
     configuration of an encoder (BERT's `use_cache and self.config.is_decoder`)."""
     import re
 
@@ -313,7 +313,7 @@ def _caches_in_training(model_type: str) -> bool:
     lines = src.splitlines()
     for i, line in enumerate(lines):
         if "DynamicCache(" in line:
-            guards = [g for g in lines[max(i - 6, 0):i + 1] if re.match(r"\s*(el)?if\b", g)]
+            guards = [g for g in lines[max(i - 10, 0):i + 1] if re.match(r"\s*(el)?if\b", g)]
             if any("use_cache" in g for g in guards) and not any("config.is_decoder" in g for g in guards):
                 return True
     return False

@@ -15,8 +15,10 @@ SWITCH_ADAPTERS = (
     "ForwardContext to the recompute (context_fn) but not its active setup")
 
 ENTRIES: list[Expect] = [
-    Expect({"recipe": "aux_outputs", "gc_mode": "reentrant", "arch": "trait:records_attentions"}, Outcome.MISMATCH,
-           "a loss term on outputs.attentions gets no gradient under reentrant checkpointing: these models collect "
+    Expect({"recipe": "aux_outputs", "gc_mode": ("reentrant", "torch_reentrant"), "arch": "trait:records_attentions"},
+           Outcome.MISMATCH,
+           "a loss term on outputs.attentions gets no gradient under reentrant checkpointing (transformers' or torch's "
+           "wrapper): these models collect "
            "attentions with forward hooks on their attention modules (_can_record_outputs / OutputRecorder), inside "
            "the checkpointed layer, whose forward the reentrant checkpoint runs under no_grad, so the recorded "
            "attentions carry no graph (requires_grad False); attentions returned through a layer's outputs (BERT) "
