@@ -402,8 +402,9 @@ def cache_off(model) -> int:
 
 def checkpointed_layers(model) -> tuple[type, ...]:
     """The classes of the layers transformers' gradient checkpointing checkpoints in `model`: its
-    GradientCheckpointingLayer subclasses (transformers >= 4.52); on a transformers without that class, or a model
-    whose layers are not such, the classes its `_no_split_modules` names that it instantiates, which accelerate's FSDP
+    GradientCheckpointingLayer subclasses (transformers >= 4.52); on a transformers without that class, the layers in the
+    ModuleLists of the modules that hold a `gradient_checkpointing` switch (the loop that checkpoints them); else the
+    classes its `_no_split_modules` names that it instantiates, which accelerate's FSDP
     plugin wraps and checkpoints by default (FullyShardedDataParallelPlugin.set_auto_wrap_policy). What torch's own
     checkpoint API (the torch_* gc modes) and the FSDP launches wrap."""
     try:
@@ -413,6 +414,11 @@ def checkpointed_layers(model) -> tuple[type, ...]:
     found = {}
     if GradientCheckpointingLayer is not None:
         found = {type(m): None for m in model.modules() if isinstance(m, GradientCheckpointingLayer)}
+    if not found:   # transformers < 4.52: the layers a module that holds the `gradient_checkpointing` switch loops over
+        for m in model.modules():
+            if isinstance(getattr(m, "gradient_checkpointing", None), bool):
+                found.update({type(getattr(layer, "_checkpoint_wrapped_module", layer)): None
+                              for c in m.children() if isinstance(c, torch.nn.ModuleList) for layer in c})
     if not found:
         names = set(getattr(model, "_no_split_modules", None) or ())
         for m in model.modules():
