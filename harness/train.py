@@ -44,7 +44,11 @@ RECIPES = {
                    "load-balancing loss",
     "switch": "two adapters of the method on one model, both trained: each step a forward with the first active "
               "and one with the second (peft set_adapter, adapters set_active_adapters), the losses summed, one "
-              "backward",
+              "backward; after each set_adapter both adapters made trainable again (peft's set_requires_grad), as "
+              "multi-task users train them",
+    "switch_frozen": "switch with set_adapter alone (peft): it freezes the inactive adapter, so the first adapter's "
+                     "forward trains only what stays trainable (its head, the shared parameters) and the first "
+                     "adapter trains in neither run (what a user gets who switches without set_requires_grad)",
     "two_forwards": "two forwards of the model per step, on two views of the step's data (two batches of the same "
                     "shape: chosen / rejected, two augmentations), their losses summed, one backward: how "
                     "contrastive, preference and consistency training step",
@@ -58,14 +62,15 @@ RECIPES = {
     "compose_average": "adapters' Average(first, second, weights=[0.5, 0.5]) trained with train_adapter",
     "compose_batchsplit": "adapters' BatchSplit(first, second, batch_sizes=[1, 1]) trained with train_adapter",
     "compose_split": "adapters' Split(first, second, splits=[4, 6]) trained with train_adapter: the 10 tokens of a "
-                     "text batch split at 4",
+                     "text batch split at 4 (under a pooled head, sequence classification, the last layer's second "
+                     "adapter trains nothing: its tokens' outputs reach no loss)",
     "compose_active": "peft: two adapters active at once, model.base_model.set_adapter([first, second]), both "
                       "trained",
     "compose_weighted": "peft: add_weighted_adapter([first, second], [0.5, 0.5], 'combined', combination_type='cat') "
                         "and the combined adapter trained",
 }
 MICRO_BATCHES = {"accumulate": 2}
-ADAPTERS = {"switch": 2}
+ADAPTERS = {"switch": 2, "switch_frozen": 2}
 VIEWS = {"two_forwards": 2}   # forwards on views of the step's data before its backward
 VIEW_SEED = 7919   # a view's batch is drawn from the seed + VIEW_SEED x its index
 # what a recipe passes to AutoConfig: asking for attentions, a user chooses eager attention (fused kernels return none)
@@ -76,8 +81,10 @@ def recipe_applies(recipe: str, backend: Backend, gc_mode: str, order: str, meth
                    arch: ArchSpec | None = None) -> str | None:
     """None when a cell of `backend` (and `method` on `arch`, when given) can train by `recipe` in this gc_mode and
     order, else why not."""
-    if recipe == "switch" and not backend.second_adapter:
+    if recipe in ADAPTERS and not backend.second_adapter:
         return "one adapter only: full fine-tuning trains the model itself"
+    if recipe == "switch_frozen" and not backend.activation_freezes:
+        return f"{backend.name}'s activation leaves both adapters trainable: the switch recipe"
     if recipe.startswith("compose_"):
         if recipe not in backend.compositions:
             return backend.compositions_missing or f"no such composition in {backend.name}"
@@ -286,6 +293,8 @@ class CellRecipe(Launched):
 
     def activate(self, model, index: int):
         self.backend.activate(model, index)
+        if self.training == "switch":
+            self.backend.train_both(model)
 
     def loss(self, output):
         loss = self.arch.loss(self.task, output)

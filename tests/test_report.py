@@ -31,7 +31,7 @@ def record(arch, method, outcome, expected="equivalent", gc_mode="reentrant", re
             "reason": reason, "link": link, "detail": f"detail of {arch} {method} {gc_mode}", "seconds": 0.5}
 
 
-KNOWN = "the recompute runs through the other adapter; more after this. cases/peft_switch_adapters_reentrant.py"
+KNOWN = "the recompute runs through the other adapter; more after this. cases/peft_switch_adapters_recompute.py"
 LINK = "https://github.com/huggingface/peft/issues/2832"
 RUN = [record("bert", "lora", "mismatch", "mismatch", reason=KNOWN, link=LINK),
        record("bert", "lora", "equivalent", gc_mode="non_reentrant"),
@@ -64,7 +64,7 @@ def test_the_summary_pivots_and_names_the_safe_setting():
     assert [r.split()[0] for r in quiet[1:-1]] == ["bert"] and "(1 other arch values: no broken cell" in quiet[-1]
     known = text.index("the recompute runs through the other adapter")
     assert "safe in this run with gc_mode=non_reentrant (1 of 1 cells)" in text[known:]
-    assert "no recorded cause" in text and "cases/peft_switch_adapters_reentrant.py" in text
+    assert "no recorded cause" in text and "cases/peft_switch_adapters_recompute.py" in text
     assert lines[-1].startswith("5 cells: ") and "3 as expected, 2 not as expected" in lines[-1]
 
 

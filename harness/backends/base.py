@@ -88,6 +88,7 @@ class Backend:
     reference_arch: str = "bert"  # where the default tier tries every method and axis value
     every_arch_in_default: bool = True   # the default tier tries every arch once (not where another backend does)
     second_adapter: bool = True   # a second adapter of a method can go on the model (the switch recipe)
+    activation_freezes: bool = False   # activate() leaves the inactive adapter frozen (the switch_frozen recipe)
     compositions: tuple[str, ...] = ()   # the compose_* recipes the library has (harness.train.RECIPES)
     compositions_missing: str = ""       # why it has none of the others
 
@@ -117,6 +118,10 @@ class Backend:
     def activate(self, model, index: int):
         """Make the index-th adapter (0: attach's, 1: attach_second's) the active one, as the library's users do."""
         raise NotImplementedError(f"backend {self.name} has no second adapter")
+
+    def train_both(self, model):
+        """Make both adapters trainable again after an activation that froze the inactive one (`activation_freezes`:
+        the switch recipe, as users who train several adapters at once do); nothing where activation does not."""
 
     def trainer_class(self):
         """The Trainer its users train with."""

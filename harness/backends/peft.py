@@ -26,6 +26,35 @@ from .base import Backend, MethodSpec
 
 NAME = "default"
 NAMES = (NAME, "second")   # the switch recipe's two adapters
+# how a user makes both adapters trainable again after set_adapter froze the inactive one (the switch recipe): peft's
+# own set_requires_grad (PeftModel's; the tuners' function on a model holding peft layers, as transformers'
+# integration makes it), or, where peft has neither or refuses it (prompt learning), requires_grad set on the
+# adapters' tensors by name, as users of older peft do
+TRAIN_BOTH = {
+    "peft_model": "model.set_requires_grad(list(NAMES))",
+    "tuners": "peft.tuners.tuners_utils.set_requires_grad(model, list(NAMES))",
+    "by_name": "for n, p in model.named_parameters():\n    if set(n.split('.')) & set(NAMES):\n        p.requires_grad_(True)",
+}
+
+
+def train_both_way(model) -> str:
+    """The TRAIN_BOTH way a user of the installed peft takes on `model`."""
+    import peft
+    import peft.tuners.tuners_utils as tuners
+
+    if isinstance(model, peft.PeftModel):
+        if model.active_peft_config.is_prompt_learning:
+            return "by_name"   # PeftModel.set_requires_grad: "not supported for prompt learning methods"
+        # adaption prompt: PeftModel.set_requires_grad calls its base_model's, the transformers model, which has none
+        return "peft_model" if hasattr(model.base_model, "set_requires_grad") else "by_name"
+    return "tuners" if hasattr(tuners, "set_requires_grad") else "by_name"
+
+
+def train_both(model) -> None:
+    import peft
+    import peft.tuners.tuners_utils  # noqa: F401
+
+    exec(TRAIN_BOTH[train_both_way(model)], {"model": model, "NAMES": NAMES, "peft": peft})
 
 _TASK_TYPE = {
     "causal_lm": "CAUSAL_LM",
@@ -406,6 +435,9 @@ class PeftBackend(Backend):
     def activate(self, model, index):
         model.set_adapter(NAMES[index])
 
+    def train_both(self, model):
+        train_both(model)
+
     def composes(self, recipe, method, arch=None):
         if recipe == "compose_weighted" and method.name not in WEIGHTED:
             return "add_weighted_adapter combines LoRA adapters (LoraConfig methods) only"
@@ -432,6 +464,7 @@ class PeftBackend(Backend):
                           f"adapter_name={NAME!r})", "batch_extra": extra,
                 "second": f"model.add_adapter({NAMES[1]!r}, copy.deepcopy(model.peft_config[{NAME!r}]))",
                 "activate": f"model.set_adapter({NAMES!r}[index])",
+                "train_both": f"NAMES = {NAMES!r}\n{TRAIN_BOTH[train_both_way(model)]}",
                 "compose": {r: f"NAMES, NAME = {NAMES!r}, {NAME!r}\n{src}" for r, src in COMPOSE.items()}}
 
     def _attach_xlora(self, model, arch, task, config):
@@ -501,6 +534,7 @@ def make() -> Backend:
                    if n not in NEEDS_FIELD or NEEDS_FIELD[n] in _fields(peft.LoraConfig)}
     return PeftBackend(
         name="peft",
+        activation_freezes=True,   # set_adapter makes only the active adapter trainable
         methods=methods,
         missing=missing,
         compositions=tuple(COMPOSE),

@@ -16,7 +16,7 @@ from ..archs.base import ArchSpec
 from . import _peft_targets as T
 from .base import Backend, MethodSpec
 from .peft import METHODS as PEFT_METHODS
-from .peft import NAMES
+from .peft import NAMES, TRAIN_BOTH, train_both, train_both_way
 
 # methods that only a PeftModel can run: X-LoRA loads its experts through a PeftModel, Poly and multitask prompt
 # tuning take task_ids in PeftModel's forward
@@ -53,6 +53,9 @@ class TransformersPeftBackend(Backend):
     def activate(self, model, index):
         model.set_adapter(NAMES[index])
 
+    def train_both(self, model):
+        train_both(model)
+
     def repro(self, method, arch, task, model) -> dict:
         config = method.make_config(arch, task)
         T.resolve_config(config, model)
@@ -61,7 +64,8 @@ class TransformersPeftBackend(Backend):
                           f"model.set_adapter({NAMES[0]!r})\nmodel.enable_adapters()",
                 "second": f"model.add_adapter(copy.deepcopy(model.peft_config[{NAMES[0]!r}]), "
                           f"adapter_name={NAMES[1]!r})",
-                "activate": f"model.set_adapter({NAMES!r}[index])"}
+                "activate": f"model.set_adapter({NAMES!r}[index])",
+                "train_both": f"NAMES = {NAMES!r}\n{TRAIN_BOTH[train_both_way(model)]}"}
 
 
 def _integration_missing() -> str | None:
@@ -85,6 +89,7 @@ def make() -> Backend:
     peft_backend = make_peft()
     return TransformersPeftBackend(
         name="transformers_peft",
+        activation_freezes=True,   # set_adapter makes only the active adapter trainable
         methods={n: m for n, m in METHODS.items() if n in peft_backend.methods},
         missing=peft_backend.missing or _integration_missing(),
         # the peft backend's default tier tries every arch with these methods; this one, its own calls on bert

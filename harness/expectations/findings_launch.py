@@ -35,7 +35,7 @@ DDP_REENTRANT = ("DistributedDataParallel(find_unused_parameters=True) with reen
                  "find_unused_parameters). Trainer picks find_unused_parameters=True for a model that is not a "
                  "PreTrainedModel (a PeftModel)")
 
-TWO_FORWARDS = ("two_forwards", "switch")   # the recipes that run two forwards before one backward
+TWO_FORWARDS = ("two_forwards", "switch", "switch_frozen")   # the recipes that run two forwards before one backward
 # where peft never makes the layers' inputs require grad, no layer is recomputed (the general findings' entry)
 NO_RECOMPUTE = {"backend": "peft", "gc_mode": "reentrant", "order": "adapter_first"}
 TWO_FORWARDS_DDP = ("two forwards before one backward under DistributedDataParallel's defaults, reentrant checkpointing: "
@@ -62,7 +62,7 @@ TWO_FORWARDS_FSDP1 = ("two forwards before one backward under FSDP1, reentrant c
                       "be a matrix, got 1-D tensor'")
 
 ENTRIES: list[Expect] = [
-    Expect({"recipe": "switch", "parallel": "ddp_find_unused", "backend": ("peft", "adapters")}, Outcome.ERROR,
+    Expect({"recipe": ("switch", "switch_frozen"), "parallel": "ddp_find_unused", "backend": ("peft", "adapters")}, Outcome.ERROR,
            "two adapters trained at once under DistributedDataParallel(find_unused_parameters=True), checkpointing or "
            "not: at each forward DDP marks the parameters that forward's graph lacks as unused, ready at once; the "
            "second forward (the second adapter active) lacks the first adapter's, which the backward then gives a "

@@ -80,7 +80,7 @@ ENTRIES: list[Expect] = [
     Expect({"backend": "transformers_peft", "method": "adalora"}, Outcome.ERROR,
            "transformers' add_adapter passes low_cpu_mem_usage to the tuner, which peft 0.14's AdaLoraModel does not "
            "take (TypeError), without checkpointing", f"{PEFT_SRC}/tuners/adalora/model.py", {"peft": "<0.15"}),
-    Expect({"backend": "transformers_peft", "recipe": "switch", "method": ("randlora", "vera", "vblora")},
+    Expect({"backend": "transformers_peft", "recipe": ("switch", "switch_frozen"), "method": ("randlora", "vera", "vblora")},
            Outcome.ERROR,
            "a second adapter of a method with tensors shared across layers, added through transformers' add_adapter, "
            "leaves the first without them: RandLoRA's random bases (KeyError on the first adapter's name in "
@@ -129,10 +129,10 @@ ENTRIES: list[Expect] = [
            "two active C3A adapters on Llama fail without checkpointing ('shape [2, 10, 4, 8] is invalid for input "
            "of size 320': the grouped-query k/v projection; seen on 4.57.6)", f"{PEFT_SRC}/tuners/c3a",
            {"peft": ">=0.18"}),
-    Expect({**P, "recipe": "compose_active", "method": "xlora"}, Outcome.ERROR,
-           "model.base_model.set_adapter([...]) on X-LoRA calls XLoraModel._mark_only_adapters_as_trainable with an "
-           "argument it does not take (TypeError), without checkpointing", f"{PEFT_SRC}/tuners/xlora/model.py",
-           {"peft": ">=0.18"}),
+    Expect({**P, "recipe": ("compose_active", "switch", "switch_frozen"), "method": "xlora"}, Outcome.ERROR,
+           "model.base_model.set_adapter([...]) on X-LoRA, and add_adapter of a second adapter (the switch recipes), "
+           "call XLoraModel._mark_only_adapters_as_trainable with an argument it does not take (TypeError), without "
+           "checkpointing", f"{PEFT_SRC}/tuners/xlora/model.py", {"peft": ">=0.18"}),
     # ---- the baseline itself fails inside the library (not checkpointing findings) ------------
     Expect({**P, "arch": ("clip_text_model", "flava")}, Outcome.ERROR,
            "peft's task wrapper (SEQ_CLS / FEATURE_EXTRACTION) passes inputs_embeds, which CLIPTextModel and FlavaModel "

@@ -59,10 +59,15 @@ ENTRIES: list[Expect] = [
            "adapters' LoRA on GPT-2's fused Conv1D (LoRAMergedLinear) takes no composition block ('Invalid adapter "
            "setup. Cannot use Stack[cell, cell2] with LoRA')", f"{ADAPTERS_SRC}/methods/lora.py#L1065",
            {"adapters": ">=1.2"}),
-    Expect({"backend": (P["backend"], TP["backend"]), "recipe": "switch", "method": "adalora"}, Outcome.UNSUPPORTED,
+    Expect({"backend": (P["backend"], TP["backend"]), "recipe": ("switch", "switch_frozen"), "method": "adalora"}, Outcome.UNSUPPORTED,
            "AdaLoRA refuses a second trainable adapter ('AdaLoraModel supports only 1 trainable adapter')",
            f"{PEFT_SRC}/tuners/adalora/model.py", {"peft": ">=0.18"}),
-    Expect({**P, "recipe": "switch", "method": "shadow", "task": "seq_cls"}, Outcome.UNSUPPORTED,
+    Expect({**P, "recipe": ("switch", "switch_frozen"), "method": "alora", "gc_mode": ("reentrant", "non_reentrant")},
+           Outcome.UNSUPPORTED,
+           "aLoRA refuses a second forward before the backward with transformers' checkpointing on ('Multiple "
+           "invocations of PEFT forward hooks before .backward() with enabled gradient checkpointing'): a forward per "
+           "adapter", f"{PEFT_SRC}/tuners/lora/model.py", {"peft": ">=0.18"}),
+    Expect({**P, "recipe": ("switch", "switch_frozen"), "method": "shadow", "task": "seq_cls"}, Outcome.UNSUPPORTED,
            "ShadowPEFT refuses a second adapter when one uses sequence classification (its classifier is "
            "shared)", f"{PEFT_SRC}/tuners/shadow", {"peft": ">=0.21"}),
     # transformers' add_adapter (peft's inject_adapter_in_model underneath) refuses what needs a PeftModel
