@@ -146,7 +146,7 @@ def script(cell_id: str, options: run.Options | None = None, with_outcome: bool 
         setup=textwrap.indent(rep["setup"], " " * 8), attach=textwrap.indent(rep["attach"], " " * 8),
         second=textwrap.indent(rep.get("second", "raise NotImplementedError('one adapter only')"), " " * 12),
         activate=textwrap.indent("\n".join([rep.get("activate", "raise NotImplementedError('one adapter only')")]
-                                           + [rep["train_both"]] * (cell.recipe == "switch" and "train_both" in rep)),
+                                           + ([rep["train_both"]] if cell.recipe == "switch" and "train_both" in rep else [])),
                                  " " * 8),
         trainer=rep.get("trainer", "transformers.Trainer"),
         compose=textwrap.indent(rep.get("compose", {}).get(cell.recipe, "pass"), " " * 8),
