@@ -35,8 +35,8 @@ def run_cli(*args):
     (["--inputs", "masked,x"], "unknown inputs 'x'"),
     (["--order", "later"], "unknown order 'later'"),
     (["--task", "translation"], "unknown task 'translation'; valid: "),
-    (["--recipe", "adam"], "unknown recipe 'adam'; valid: loop, accumulate, eval_between, autocast, aux_outputs, switch, "
-                           "two_forwards, trainer"),
+    (["--recipe", "adam"], "unknown recipe 'adam'; valid: loop, accumulate, eval_between, autocast, aux_outputs, "
+                           "switch, switch_frozen, two_forwards, trainer"),
     (["--tier", "huge"], "unknown tier 'huge'"),
     (["--dtype", "float8"], "unknown dtype 'float8'"),
     (["--shard", "3/2"], "bad shard '3/2'; valid: K/N"),
@@ -54,8 +54,8 @@ def test_fail_on_broken_exits_1_on_a_known_broken_cell_that_the_default_passes(t
     """A cell known to break (expected mismatch) is as expected: exit 0 by default, 1 with --fail-on broken."""
     run = tmp_path / "run.json"
     args = ["--backend", "peft", "--arch", "bert", "--method", "lora", "--gc-mode", "reentrant", "--inputs", "masked",
-            "--order", "gc_first", "--task", "seq_cls", "--recipe", "switch", "--parallel", "single", "--json", str(run),
-            "-q"]
+            "--order", "gc_first", "--task", "seq_cls", "--recipe", "switch_frozen", "--parallel", "single",
+            "--json", str(run), "-q"]
     assert cli.main(["run", *args]) == 0
     assert json.loads(run.read_text())["cells"][0]["outcome"] == "mismatch"
     assert cli.main(["check", str(run), "--fail-on", "broken"]) == 1
