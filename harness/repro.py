@@ -145,9 +145,9 @@ def script(cell_id: str, options: run.Options | None = None, with_outcome: bool 
         config=repr(_jsonable(diff)), method_config=repr(_jsonable(rep["config"])),
         setup=textwrap.indent(rep["setup"], " " * 8), attach=textwrap.indent(rep["attach"], " " * 8),
         second=textwrap.indent(rep.get("second", "raise NotImplementedError('one adapter only')"), " " * 12),
-        activate=textwrap.indent("\n".join([rep.get("activate", "raise NotImplementedError('one adapter only')")]
-                                           + ([rep["train_both"]] if cell.recipe == "switch" and "train_both" in rep else [])),
-                                 " " * 8),
+        activate=textwrap.indent("\n".join(
+            [rep.get("activate", "raise NotImplementedError('one adapter only')")]
+            + ([rep["train_both"]] if cell.recipe == "switch" and "train_both" in rep else [])), " " * 8),
         trainer=rep.get("trainer", "transformers.Trainer"),
         compose=textwrap.indent(rep.get("compose", {}).get(cell.recipe, "pass"), " " * 8),
         config_kwargs=train.CONFIG_KWARGS.get(cell.recipe, {}), set_attn=_set_attn(cell.recipe, model),

@@ -294,7 +294,7 @@ class CellRecipe(Launched):
     def activate(self, model, index: int):
         self.backend.activate(model, index)
         if self.training == "switch":
-            self.backend.train_both(model)
+            self.backend.train_both(model, self.method)
 
     def loss(self, output):
         loss = self.arch.loss(self.task, output)

@@ -402,11 +402,11 @@ def cache_off(model) -> int:
 
 def checkpointed_layers(model) -> tuple[type, ...]:
     """The classes of the layers transformers' gradient checkpointing checkpoints in `model`: its
-    GradientCheckpointingLayer subclasses (transformers >= 4.52); on a transformers without that class, the layers in the
-    ModuleLists of the modules that hold a `gradient_checkpointing` switch (the loop that checkpoints them); else the
-    classes its `_no_split_modules` names that it instantiates, which accelerate's FSDP
-    plugin wraps and checkpoints by default (FullyShardedDataParallelPlugin.set_auto_wrap_policy). What torch's own
-    checkpoint API (the torch_* gc modes) and the FSDP launches wrap."""
+    GradientCheckpointingLayer subclasses (transformers >= 4.52); on a transformers without that class, the layers
+    in the ModuleLists of the modules that hold a `gradient_checkpointing` switch (the loop that checkpoints them);
+    else the classes its `_no_split_modules` names that it instantiates, which accelerate's FSDP plugin wraps and
+    checkpoints by default (FullyShardedDataParallelPlugin.set_auto_wrap_policy). What torch's own checkpoint API
+    (the torch_* gc modes) and the FSDP launches wrap."""
     try:
         from transformers.modeling_layers import GradientCheckpointingLayer
     except ImportError:

@@ -119,7 +119,7 @@ class Backend:
         """Make the index-th adapter (0: attach's, 1: attach_second's) the active one, as the library's users do."""
         raise NotImplementedError(f"backend {self.name} has no second adapter")
 
-    def train_both(self, model):
+    def train_both(self, model, method: MethodSpec):
         """Make both adapters trainable again after an activation that froze the inactive one (`activation_freezes`:
         the switch recipe, as users who train several adapters at once do); nothing where activation does not."""
 

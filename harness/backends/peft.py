@@ -33,28 +33,32 @@ NAMES = (NAME, "second")   # the switch recipe's two adapters
 TRAIN_BOTH = {
     "peft_model": "model.set_requires_grad(list(NAMES))",
     "tuners": "peft.tuners.tuners_utils.set_requires_grad(model, list(NAMES))",
-    "by_name": "for n, p in model.named_parameters():\n    if set(n.split('.')) & set(NAMES):\n        p.requires_grad_(True)",
+    "by_name": ("for n, p in model.named_parameters():\n"
+                "    if set(n.split('.')) & set(NAMES):\n"
+                "        p.requires_grad_(True)"),
 }
 
 
-def train_both_way(model) -> str:
-    """The TRAIN_BOTH way a user of the installed peft takes on `model`."""
+def train_both_way(peft_model: bool, method: str) -> str:
+    """The TRAIN_BOTH way a user of the installed peft takes on a PeftModel (`peft_model`) or on a model holding peft
+    layers, of `method`."""
     import peft
     import peft.tuners.tuners_utils as tuners
 
-    if isinstance(model, peft.PeftModel):
-        if model.active_peft_config.is_prompt_learning:
-            return "by_name"   # PeftModel.set_requires_grad: "not supported for prompt learning methods"
-        # adaption prompt: PeftModel.set_requires_grad calls its base_model's, the transformers model, which has none
-        return "peft_model" if hasattr(model.base_model, "set_requires_grad") else "by_name"
+    if peft_model:
+        # PeftModel.set_requires_grad refuses prompt learning ("not supported for prompt learning methods") and, for
+        # adaption prompt, calls its base_model's: the transformers model (ONE_ACTIVE), which has none
+        return "peft_model" if hasattr(peft.PeftModel, "set_requires_grad") and method not in ONE_ACTIVE else "by_name"
     return "tuners" if hasattr(tuners, "set_requires_grad") else "by_name"
 
 
-def train_both(model) -> None:
+def train_both(model, method: str) -> None:
     import peft
     import peft.tuners.tuners_utils  # noqa: F401
 
-    exec(TRAIN_BOTH[train_both_way(model)], {"model": model, "NAMES": NAMES, "peft": peft})
+    way = train_both_way(isinstance(model, peft.PeftModel), method)
+    exec(TRAIN_BOTH[way], {"model": model, "NAMES": NAMES, "peft": peft})
+
 
 _TASK_TYPE = {
     "causal_lm": "CAUSAL_LM",
@@ -435,8 +439,8 @@ class PeftBackend(Backend):
     def activate(self, model, index):
         model.set_adapter(NAMES[index])
 
-    def train_both(self, model):
-        train_both(model)
+    def train_both(self, model, method):
+        train_both(model, method.name)
 
     def composes(self, recipe, method, arch=None):
         if recipe == "compose_weighted" and method.name not in WEIGHTED:
@@ -464,7 +468,7 @@ class PeftBackend(Backend):
                           f"adapter_name={NAME!r})", "batch_extra": extra,
                 "second": f"model.add_adapter({NAMES[1]!r}, copy.deepcopy(model.peft_config[{NAME!r}]))",
                 "activate": f"model.set_adapter({NAMES!r}[index])",
-                "train_both": f"NAMES = {NAMES!r}\n{TRAIN_BOTH[train_both_way(model)]}",
+                "train_both": f"NAMES = {NAMES!r}\n{TRAIN_BOTH[train_both_way(True, method.name)]}",
                 "compose": {r: f"NAMES, NAME = {NAMES!r}, {NAME!r}\n{src}" for r, src in COMPOSE.items()}}
 
     def _attach_xlora(self, model, arch, task, config):

@@ -53,8 +53,8 @@ class TransformersPeftBackend(Backend):
     def activate(self, model, index):
         model.set_adapter(NAMES[index])
 
-    def train_both(self, model):
-        train_both(model)
+    def train_both(self, model, method):
+        train_both(model, method.name)
 
     def repro(self, method, arch, task, model) -> dict:
         config = method.make_config(arch, task)
@@ -65,7 +65,7 @@ class TransformersPeftBackend(Backend):
                 "second": f"model.add_adapter(copy.deepcopy(model.peft_config[{NAMES[0]!r}]), "
                           f"adapter_name={NAMES[1]!r})",
                 "activate": f"model.set_adapter({NAMES!r}[index])",
-                "train_both": f"NAMES = {NAMES!r}\n{TRAIN_BOTH[train_both_way(model)]}"}
+                "train_both": f"NAMES = {NAMES!r}\n{TRAIN_BOTH[train_both_way(False, method.name)]}"}
 
 
 def _integration_missing() -> str | None:

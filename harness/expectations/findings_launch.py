@@ -62,7 +62,8 @@ TWO_FORWARDS_FSDP1 = ("two forwards before one backward under FSDP1, reentrant c
                       "be a matrix, got 1-D tensor'")
 
 ENTRIES: list[Expect] = [
-    Expect({"recipe": ("switch", "switch_frozen"), "parallel": "ddp_find_unused", "backend": ("peft", "adapters")}, Outcome.ERROR,
+    Expect({"recipe": ("switch", "switch_frozen"), "parallel": "ddp_find_unused", "backend": ("peft", "adapters")},
+           Outcome.ERROR,
            "two adapters trained at once under DistributedDataParallel(find_unused_parameters=True), checkpointing or "
            "not: at each forward DDP marks the parameters that forward's graph lacks as unused, ready at once; the "
            "second forward (the second adapter active) lacks the first adapter's, which the backward then gives a "

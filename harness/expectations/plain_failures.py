@@ -80,7 +80,8 @@ ENTRIES: list[Expect] = [
     Expect({"backend": "transformers_peft", "method": "adalora"}, Outcome.ERROR,
            "transformers' add_adapter passes low_cpu_mem_usage to the tuner, which peft 0.14's AdaLoraModel does not "
            "take (TypeError), without checkpointing", f"{PEFT_SRC}/tuners/adalora/model.py", {"peft": "<0.15"}),
-    Expect({"backend": "transformers_peft", "recipe": ("switch", "switch_frozen"), "method": ("randlora", "vera", "vblora")},
+    Expect({"backend": "transformers_peft", "recipe": ("switch", "switch_frozen"),
+            "method": ("randlora", "vera", "vblora")},
            Outcome.ERROR,
            "a second adapter of a method with tensors shared across layers, added through transformers' add_adapter, "
            "leaves the first without them: RandLoRA's random bases (KeyError on the first adapter's name in "

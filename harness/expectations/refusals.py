@@ -59,7 +59,8 @@ ENTRIES: list[Expect] = [
            "adapters' LoRA on GPT-2's fused Conv1D (LoRAMergedLinear) takes no composition block ('Invalid adapter "
            "setup. Cannot use Stack[cell, cell2] with LoRA')", f"{ADAPTERS_SRC}/methods/lora.py#L1065",
            {"adapters": ">=1.2"}),
-    Expect({"backend": (P["backend"], TP["backend"]), "recipe": ("switch", "switch_frozen"), "method": "adalora"}, Outcome.UNSUPPORTED,
+    Expect({"backend": (P["backend"], TP["backend"]), "recipe": ("switch", "switch_frozen"), "method": "adalora"},
+           Outcome.UNSUPPORTED,
            "AdaLoRA refuses a second trainable adapter ('AdaLoraModel supports only 1 trainable adapter')",
            f"{PEFT_SRC}/tuners/adalora/model.py", {"peft": ">=0.18"}),
     Expect({**P, "recipe": ("switch", "switch_frozen"), "method": "alora", "gc_mode": ("reentrant", "non_reentrant")},
