@@ -9,7 +9,7 @@ from typing import Iterable, Iterator
 from . import AXES, backends
 from .archs import archs_for
 from .archs.base import INPUTS, ArchSpec, routes_experts
-from .backends.base import GC_MODES, ORDERS, TORCH_GC_MODES
+from .backends.base import GC_MODES, TORCH_GC_MODES
 from .launch import PARALLEL, SINGLE, parallel_applies
 from .train import RECIPES, recipe_applies
 
@@ -69,15 +69,16 @@ def split_values(value: str | Iterable[str] | None) -> list[str] | None:
 
 
 def valid_choices(backend_names: Iterable[str]) -> dict[str, list[str]]:
-    archs, methods, tasks, gc_modes = set(), set(), set(), {}
+    archs, methods, tasks, gc_modes, orders = set(), set(), set(), {}, {}
     for b in backend_names:
         be = backends.get(b)
         archs |= set(archs_for(b))
         tasks |= {t for a in archs_for(b).values() for t in a.tasks}
         methods |= set(be.methods)
         gc_modes.update(dict.fromkeys(be.gc_modes))
+        orders.update(dict.fromkeys(be.orders))
     return {"backend": list(backends.BACKEND_NAMES), "arch": sorted(archs), "method": sorted(methods),
-            "gc_mode": list(gc_modes), "inputs": list(INPUTS), "order": list(ORDERS), "task": sorted(tasks),
+            "gc_mode": list(gc_modes), "inputs": list(INPUTS), "order": list(orders), "task": sorted(tasks),
             "recipe": list(RECIPES), "parallel": list(PARALLEL), "tier": list(TIERS)}
 
 
@@ -179,7 +180,9 @@ def default_tier(backend: str) -> list[Cell]:
         if c is not None:
             chosen.setdefault(c.id, c)
 
-    for arch in archs.values() if be.every_arch_in_default else [ref]:   # every arch once
+    # every arch once, or the reference arch and the backend's default_archs
+    once = list(archs.values()) if be.every_arch_in_default else [ref, *filter(None, map(archs.get, be.default_archs))]
+    for arch in once:
         add(first(arch, arch.primary_task, default_method) or first(arch, arch.primary_task))
     for name in be.methods:                           # every method once, on the first arch it applies to
         for arch in [ref, *archs.values()]:
@@ -194,7 +197,7 @@ def default_tier(backend: str) -> list[Cell]:
                 add(first(arch, task, default_method) or first(arch, task))
                 seen_tasks.add(task)
     if be.name != "adapters":                         # aux_outputs on every mixture-of-experts model of the zoo
-        for arch in archs.values():
+        for arch in archs.values() if not be.default_archs else once:
             if routes_experts(arch):
                 add(first(arch, arch.primary_task, default_method, recipe="aux_outputs")
                     or first(arch, arch.primary_task, recipe="aux_outputs"))
@@ -205,12 +208,15 @@ def default_tier(backend: str) -> list[Cell]:
                     if parallel in (TORCH_GC_LAUNCHES if gc_mode in TORCH_GC_MODES else PARALLEL) and (
                             parallel != SINGLE or gc_mode in TORCH_GC_MODES):
                         add(first(arch, arch.primary_task, default_method, gc_mode=gc_mode, parallel=parallel))
+    for gc_mode in be.gc_modes:                        # every gc mode in every order, on the reference arch
+        for order in be.orders:
+            add(first(ref, ref.primary_task, default_method, gc_mode=gc_mode, order=order))
     for axis, values in (("gc_mode", be.gc_modes), ("inputs", INPUTS), ("order", be.orders), ("recipe", RECIPES),
                          ("parallel", PARALLEL)):
         for value in values:                          # every axis value once, on the reference arch
             if not any(getattr(c, axis) == value for c in chosen.values()):
                 # a recipe in the first order it applies in (Trainer checkpoints after the adapter)
-                add(next(filter(None, (first(ref, ref.primary_task, default_method, **{axis: value, "order": o})
+                add(next(filter(None, (first(ref, ref.primary_task, default_method, **{"order": o, axis: value})
                                        for o in ([be.orders[0]] if axis == "order" else be.orders))), None))
     return sorted(chosen.values(), key=lambda c: (c.baseline_key, c.id))
 

@@ -27,6 +27,10 @@ from .launch import rank as launch_rank
 from .repro_scripts import EXACT, LABELLED, MINIMAL, TEMPLATE
 from .versions import versions
 
+# where checkpointing is enabled, as the minimal script's docstring says it
+ORDER_WORDS = {"gc_first": "before the adapter is attached", "adapter_first": "after attaching it",
+               "prepare_kbit": "by prepare_model_for_kbit_training before the adapter is attached"}
+
 
 def _strip_imports(src: str) -> str:
     keep = [ln for ln in src.splitlines()
@@ -124,7 +128,7 @@ def script(cell_id: str, options: run.Options | None = None, with_outcome: bool 
             f"MICRO_BATCHES = {train.MICRO_BATCHES!r}\nADAPTERS = {train.ADAPTERS!r}\n"
             f"AUX_FORWARD = {train.AUX_FORWARD!r}\nAUX_KEYS = re.compile({train.AUX_KEYS.pattern!r})\n"
             f"VIEWS = {train.VIEWS!r}\nWRAPPED = {train.WRAPPED!r}\n"
-            f"TORCH_GC_MODES = {backends.base.TORCH_GC_MODES!r}\n"
+            f"TORCH_GC_MODES = {backends.base.TORCH_GC_MODES!r}\nBEFORE_ADAPTER = {backends.base.BEFORE_ADAPTER!r}\n"
             f"WORLD, DDP_KWARGS = {launch.WORLD!r}, {launch.DDP_KWARGS!r}\n\n\n") + "\n\n".join(
         _strip_imports(inspect.getsource(obj)) for obj in (
         train.CellTimeout, train.time_limit, train._raise_timeout, probe.RunawayRecompute, probe._address, probe.Probe, probe._runs, train._grads,
@@ -158,7 +162,8 @@ def script(cell_id: str, options: run.Options | None = None, with_outcome: bool 
         view_batches="\n".join(_batches_source(arch, cell.task, model, cell.inputs, o.steps, o.seed + train.VIEW_SEED * v,
                                                 method, f"VIEW{v}") for v in range(1, train.VIEWS.get(cell.recipe, 1))),
         views=", ".join(f"VIEW{v}" for v in range(1, train.VIEWS.get(cell.recipe, 1))), parallel=cell.parallel,
-        reentrant=cell.gc_mode == "reentrant", gc_extra=backends.base.EXTRA_GC_MODES.get(cell.gc_mode, {}),
+        reentrant=cell.gc_mode in backends.base.REENTRANT, gc_kwargs=backends.base.gc_kwargs(cell.gc_mode),
+        gc_extra=backends.base.EXTRA_GC_MODES.get(cell.gc_mode, {}),
         launched=_strip_imports(inspect.getsource(train.Launched)),
         torch_gc=cell.gc_mode if cell.gc_mode in backends.base.TORCH_GC_MODES else None,
         all_outputs=cell.task == "feature" and type(arch).loss is not ArchSpec.loss, batch_extra=rep.get("batch_extra", "{}"),
@@ -196,8 +201,9 @@ def minimal_script(cell_id: str, options: run.Options | None = None) -> str:
         setup=textwrap.indent(rep["setup"], " " * 4),
         attach=textwrap.indent(rep["attach"], " " * 4), batch_extra=rep.get("batch_extra", "{}"),
         batches=_batches_source(arch, cell.task, model, cell.inputs, o.steps, o.seed, method),
-        reentrant=cell.gc_mode == "reentrant", gc_extra=backends.base.EXTRA_GC_MODES.get(cell.gc_mode, {}),
-        order_words="before the adapter is attached" if cell.order == "gc_first" else "after attaching it",
+        reentrant=cell.gc_mode in backends.base.REENTRANT, gc_kwargs=backends.base.gc_kwargs(cell.gc_mode),
+        gc_extra=backends.base.EXTRA_GC_MODES.get(cell.gc_mode, {}),
+        order_words=ORDER_WORDS[cell.order],
         seed=o.seed, lr=o.lr, tol={k: v for k, v in compare.DEFAULT_TOL.items() if k in ("float32", "float64")},
         labelled=LABELLED, exact=EXACT)
 

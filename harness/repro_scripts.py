@@ -50,7 +50,7 @@ import transformers
 ORDER = "{order}"
 STEPS, SEED, LR, DTYPE, TIMEOUT = {steps}, {seed}, {lr}, "{dtype}", {timeout}
 TRAINING = "{recipe}"   # how a step trains: {recipe_doc}
-GC_KWARGS = {{"use_reentrant": {reentrant}}}
+GC_KWARGS = {gc_kwargs!r}   # transformers' gradient_checkpointing_kwargs (None: not passed, its default)
 TORCH_GC = {torch_gc!r}   # torch's checkpoint_wrapper on the checkpointed layers instead of transformers' switch
 PARALLEL = "{parallel}"   # the launch: one process, or WORLD ranks as torchrun starts them (this script starts them)
 GC_EXTRA = {gc_extra}   # more arguments of transformers 5's activation_checkpointing_enable (every_n_layers, offload)
@@ -101,7 +101,7 @@ class Recipe(Launched):
     several ranks, wrap it as the launch does: Launched, Rank)."""
     training = TRAINING
     device = "cpu"
-    reentrant = GC_KWARGS["use_reentrant"]
+    reentrant = {reentrant}
 
     @property
     def dtype(self):   # DTYPE as it is now: the float64 rerun and the cache triage set it
@@ -118,10 +118,15 @@ class Recipe(Launched):
         return model
 
     def enable_gc(self, model):
-        if TORCH_GC:
+        if ORDER == "prepare_kbit":   # peft's preparation of a quantized model, checkpointing on
+            peft.prepare_model_for_kbit_training(model, use_gradient_checkpointing=True,
+                                                 gradient_checkpointing_kwargs=GC_KWARGS)
+        elif TORCH_GC:
             torch_checkpointing(model, TORCH_GC)
         elif GC_EXTRA:
             model.activation_checkpointing_enable(activation_checkpointing_kwargs=dict(GC_KWARGS), **GC_EXTRA)
+        elif GC_KWARGS is None:
+            model.gradient_checkpointing_enable()
         else:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=dict(GC_KWARGS))
 
@@ -273,7 +278,7 @@ def main():
         v, confirmed = settle_in_float64(v, v64, b64, judged_dtype(TRAINING, DTYPE))
         if confirmed:
             judged = ("float64", c64)
-    if anyone(cache_asked(v.outcome, GC_KWARGS["use_reentrant"], cand)):
+    if anyone(cache_asked(v.outcome, Recipe.reentrant, cand)):
         print(triage(*judged))
     print(f"OUTCOME: {{v.outcome.value}}: {{v.detail}}")
     return 0 if v.outcome is Outcome.EQUIVALENT else 1
@@ -308,7 +313,7 @@ import transformers
 
 {labelled}
 
-ORDER, GC_KWARGS, GC_EXTRA = "{order}", {{"use_reentrant": {reentrant}}}, {gc_extra}
+ORDER, GC_KWARGS, GC_EXTRA = "{order}", {gc_kwargs!r}, {gc_extra}
 SEED, LR, TOLERANCE = {seed}, {lr}, {tol!r}   # (atol, rtol x the tensor's scale) per dtype
 CONFIG = {config}
 METHOD_CONFIG = {method_config}
@@ -321,8 +326,13 @@ METHOD_CONFIG = {method_config}
 
 
 def enable_checkpointing(model):
-    if GC_EXTRA:
+    if ORDER == "prepare_kbit":   # peft's preparation of a quantized model, checkpointing on
+        peft.prepare_model_for_kbit_training(model, use_gradient_checkpointing=True,
+                                             gradient_checkpointing_kwargs=GC_KWARGS)
+    elif GC_EXTRA:
         model.activation_checkpointing_enable(activation_checkpointing_kwargs=GC_KWARGS, **GC_EXTRA)
+    elif GC_KWARGS is None:
+        model.gradient_checkpointing_enable()
     else:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=GC_KWARGS)
 
@@ -341,7 +351,7 @@ def train(checkpointing, dtype):
             setattr(config, key, value)
     model = transformers.{model_cls}(config).to(dtype)
 {setup}
-    if checkpointing and ORDER == "gc_first":
+    if checkpointing and ORDER in ("gc_first", "prepare_kbit"):
         enable_checkpointing(model)
     torch.manual_seed(SEED + 1)
 {attach}

@@ -15,6 +15,7 @@ import time
 
 import torch
 
+from . import backends
 from .launch import SINGLE
 from .launch.pool import train_ranks
 from .train import Trace, cache_asked, cache_cause, judged_dtype, train
@@ -135,6 +136,11 @@ class Runner:
         from .compare import asks_float64, settle_in_float64
 
         if not asks_float64(verdict, self._judged(cell)):
+            return verdict, None
+        be = backends.get(cell.backend)
+        cannot = be.no_float64 or getattr(be.methods.get(cell.method), "no_float64", "")
+        if cannot:
+            verdict.detail += f"; float64 rerun: not run, {cannot}: the float32 verdict stands"
             return verdict, None
         b64 = self.baseline(cell, "float64")
         c64 = self._train(cell, cell.gc_mode, "float64")

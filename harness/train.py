@@ -22,7 +22,7 @@ import torch
 
 from .archs.base import ArchSpec, build_model, cache_off, config_and_subs, model_configs
 from .archs.losses import projected
-from .backends.base import GC_MODES, Backend, MethodSpec
+from .backends.base import BEFORE_ADAPTER, GC_MODES, KBIT_GC_MODES, KBIT_ORDER, REENTRANT, Backend, MethodSpec
 from .outcomes import Outcome
 from .probe import Probe
 from .trace import Trace
@@ -85,6 +85,13 @@ def recipe_applies(recipe: str, backend: Backend, gc_mode: str, order: str, meth
         return "one adapter only: full fine-tuning trains the model itself"
     if recipe == "switch_frozen" and not backend.activation_freezes:
         return f"{backend.name}'s activation leaves both adapters trainable: the switch recipe"
+    if order == KBIT_ORDER:
+        if gc_mode not in KBIT_GC_MODES:
+            return f"prepare_model_for_kbit_training passes use_reentrant to transformers' switch, not {gc_mode}"
+        if not backend.quantized and (recipe != "loop" or method is not None and method.name != next(iter(
+                backend.methods))):
+            return ("on a model that is not quantized prepare_model_for_kbit_training enables no checkpointing, "
+                    "whatever the method and recipe: its cells are the plain loop's of the backend's first method")
     if recipe.startswith("compose_"):
         if recipe not in backend.compositions:
             return backend.compositions_missing or f"no such composition in {backend.name}"
@@ -92,7 +99,7 @@ def recipe_applies(recipe: str, backend: Backend, gc_mode: str, order: str, meth
     if recipe == "trainer":
         if gc_mode not in GC_MODES:
             return f"Trainer's gradient_checkpointing_kwargs take use_reentrant only, not {gc_mode}"
-        if order != backend.orders[-1]:
+        if order != "adapter_first":
             return "Trainer enables checkpointing on the model it is given: after the adapter (order adapter_first)"
     return None
 
@@ -244,7 +251,8 @@ class CellRecipe(Launched):
 
     def __init__(self, arch: ArchSpec, task: str, backend: Backend, method: MethodSpec, inputs: str,
                  gc_mode: str | None, dtype: str = "float32", device: str = "cpu", seed: int = 0,
-                 cache: bool = True, training: str = "loop", launch=None):
+                 cache: bool = True, training: str = "loop", launch=None, order: str = "gc_first"):
+        self.order = order         # where checkpointing is enabled (backends.base.ORDERS, KBIT_ORDER)
         self.arch, self.task, self.backend, self.method, self.inputs = arch, task, backend, method, inputs
         self.gc_mode, self.dtype, self.device, self.seed, self.cache = gc_mode, dtype, device, seed, cache
         self.training = training   # a key of RECIPES
@@ -258,10 +266,10 @@ class CellRecipe(Launched):
             self.cache_off = cache_off(model)
         if self.training == "aux_outputs":
             aux_outputs_on(model)
-        return self.backend.setup(model)
+        return self.backend.setup(model, self.method)
 
     def enable_gc(self, model):
-        self.backend.enable_gc(model, self.gc_mode)
+        self.backend.enable_gc(model, self.gc_mode, self.order)
 
     def attach(self, model):
         model = self.backend.attach(model, self.arch, self.task, self.method)
@@ -302,7 +310,7 @@ class CellRecipe(Launched):
 
     @property
     def reentrant(self) -> bool:
-        return self.gc_mode == "reentrant"
+        return self.gc_mode in REENTRANT
 
     def trainer_class(self):
         return self.backend.trainer_class()
@@ -332,7 +340,8 @@ def train(arch: ArchSpec, task: str, backend: Backend, method: MethodSpec, *, in
     `cache` False: with use_cache switched off in the model's configs, as checkpointing does (the cache triage).
     `training`: the recipe, a key of RECIPES. `launch`: this process's rank of a launch over several processes
     (harness.launch.rank.Rank), None for a single process."""
-    recipe = CellRecipe(arch, task, backend, method, inputs, gc_mode, dtype, device, seed, cache, training, launch)
+    recipe = CellRecipe(arch, task, backend, method, inputs, gc_mode, dtype, device, seed, cache, training, launch,
+                        order)
     return train_recipe(recipe, gc=gc_mode is not None, order=order, steps=steps, seed=seed, lr=lr, timeout=timeout)
 
 
@@ -379,7 +388,7 @@ def train_recipe(recipe, gc: bool, order: str, steps: int, seed: int, lr: float,
         try:
             seed_torch(seed, recipe)
             model = recipe.build()
-            if gc and order == "gc_first" and not by_trainer:
+            if gc and order in BEFORE_ADAPTER and not by_trainer:
                 stage = "enable_gc"
                 recipe.enable_gc(model)
             stage = "attach"

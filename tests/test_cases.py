@@ -4,9 +4,10 @@ A case is a standalone script declaring, as plain data at module top:
     AFFECTED = {"package": "<PEP 440 specifier>", ...}  # bug present when ALL match
     REQUIRES = ["torch", "transformers>=4.49", ...]   # requirement strings; unmet -> skipped
     LINKS = ["https://..."]
+    MACHINE = "name"   # optional: the bug shows only where this machine condition holds (expectations MACHINES)
 It exits 0 when the libraries behave correctly, 1 when the bug is present, 2 when it
 cannot run. Expected exit code: 1 if every AFFECTED specifier matches the installed
-version of its package, else 0. Anything else fails, with the script's output.
+version of its package (and the MACHINE condition holds), else 0. Anything else fails, with the script's output.
 """
 
 import ast
@@ -32,7 +33,7 @@ def read_declarations(path):
     for node in ast.parse(path.read_text(), filename=str(path)).body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             target = node.targets[0]
-            if isinstance(target, ast.Name) and target.id in ("AFFECTED", "REQUIRES", "LINKS"):
+            if isinstance(target, ast.Name) and target.id in ("AFFECTED", "REQUIRES", "LINKS", "MACHINE"):
                 decl[target.id] = ast.literal_eval(node.value)
     return decl
 
@@ -114,6 +115,10 @@ def test_case(case):
         SpecifierSet(spec, prereleases=True).contains(Version(versions[dist]))
         for dist, spec in affected.items()
     )
+    if "MACHINE" in decl:   # e.g. a CPU feature the library's code path depends on
+        from harness.expectations import MACHINES
+
+        is_affected = is_affected and MACHINES[decl["MACHINE"]]()
     expected = 1 if is_affected else 0
 
     try:

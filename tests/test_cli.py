@@ -30,7 +30,7 @@ def run_cli(*args):
     (["--timeout", "0"], "--cell-timeout must be > 0 seconds, not 0"),
     (["--json", "/"], "--json '/' is a folder; name a file in it"),
     (["--json", "/proc/x.json"], "--json '/proc/x.json' cannot be written here"),
-    (["--backend", "keras"], "unknown backend 'keras'; valid: adapters, peft, transformers_peft, full"),
+    (["--backend", "keras"], "unknown backend 'keras'; valid: adapters, peft, transformers_peft, qlora, full"),
     (["--gc-mode", "sometimes"], "unknown gc_mode 'sometimes'; valid: non_reentrant, reentrant"),
     (["--inputs", "masked,x"], "unknown inputs 'x'"),
     (["--order", "later"], "unknown order 'later'"),

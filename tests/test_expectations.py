@@ -129,8 +129,42 @@ def test_adapters_methods_of_the_same_name_do_not_carry_peft_traits():
 def test_precedence_is_the_stated_order_of_the_entry_files():
     assert EXPECTATIONS == [e for module in ORDER for e in module.ENTRIES]
     assert [m.__name__.rsplit(".", 1)[-1] for m in ORDER] == [
-        "first", "refusals", "plain_failures", "findings_launch", "findings_models", "findings_general",
+        "first", "refusals", "plain_failures", "quantized", "findings_launch", "findings_models", "findings_general",
         "findings_recipes"]
+
+
+def test_qlora_takes_peft_s_entries_of_the_same_cell_unquantized():
+    """A qlora cell no entry naming qlora explains is what peft's entries say of the same cell on the unquantized
+    model: prepare_kbit as gc_first where it hooks the input embeddings as get_peft_model does there (reentrant),
+    else as adapter_first (nothing hooks them on transformers 4); unset as reentrant (the libraries' default); an
+    8-bit variant as its method; an entry naming qlora wins."""
+    from harness.expectations import PEFT_FINDINGS
+
+    cell = {"backend": "qlora", "arch": "llama", "method": "lora", "inputs": "masked", "task": "causal_lm",
+            "recipe": "loop", "modality": "text"}
+    for (gc_mode, order), (peft_gc, peft_order) in {
+            ("unset", "adapter_first"): ("reentrant", "adapter_first"),
+            ("reentrant", "prepare_kbit"): ("reentrant", "gc_first"),
+            ("non_reentrant", "prepare_kbit"): ("non_reentrant", "adapter_first")}.items():
+        for method in ("lora", "lora_8bit"):
+            want, why = expected({**cell, "method": method, "gc_mode": gc_mode, "order": order}, calibrated=False)
+            peft_want, peft_why = expected({**cell, "backend": "peft", "gc_mode": peft_gc, "order": peft_order},
+                                           PEFT_FINDINGS, calibrated=False)
+            assert want == peft_want, (gc_mode, order, method)
+            assert (why is None) == (peft_why is None)
+            if why is not None:
+                assert peft_why.reason in why.reason
+    # peft's adapter_first reentrant loses the layers' gradients: borrowed
+    assert Outcome.MISSING_GRAD in expected({**cell, "gc_mode": "unset", "order": "adapter_first"},
+                                            calibrated=False)[0]
+    # CLIP, which has no input embeddings to hook: peft's gc_first raises in enable_input_require_grads; the
+    # non-reentrant prepare_kbit never calls it and trains
+    clip = {**cell, "arch": "clip", "task": "contrastive", "gc_mode": "non_reentrant", "order": "prepare_kbit"}
+    assert expected(clip, calibrated=False)[0] == (Outcome.EQUIVALENT,)
+    # qlora's own entry (prefix tuning's device map on the CPU) wins over what peft says of the cell
+    want, why = expected({**cell, "method": "prefix_tuning", "gc_mode": "non_reentrant", "order": "prepare_kbit"},
+                         calibrated=False)
+    assert want == (Outcome.ERROR,) and "hf_device_map" in why.reason
 
 
 def test_transformers_peft_takes_peft_s_entries_of_the_other_order():

@@ -47,6 +47,14 @@ def reference_cells(backend: str, recipe: str):
             yield cell
 
 
+def known_plain_failure(cell) -> bool:
+    """An entry records the cell's plain run as failing (`error`, e.g. bitsandbytes' CPU repack in eval_between)."""
+    from harness.expectations import expected
+    from harness.outcomes import Outcome
+
+    return expected(cell.fields())[0] == (Outcome.ERROR,)
+
+
 @pytest.fixture(scope="module")
 def runner():
     return Runner()
@@ -63,13 +71,14 @@ def recipes_of(backend: str) -> list:
 @pytest.mark.parametrize("backend, recipe", [p for b in backends.BACKEND_NAMES for p in recipes_of(b)])
 def test_recipe_trains_what_it_says(backend, recipe, runner):
     refused = []
-    for cell in reference_cells(backend, recipe):   # the first that the library does not refuse
+    for cell in reference_cells(backend, recipe):   # the first that the library neither refuses nor fails in
         trace = runner.plain(cell)
-        if not trace.unsupported:
+        if not trace.unsupported and (trace.ok or not known_plain_failure(cell)):
             break
         refused.append(f"{cell.id}: {trace.error}")
     else:
-        pytest.skip(f"{backend} refuses {recipe} for its reference method everywhere: {'; '.join(refused[:2])}")
+        pytest.skip(f"{backend} refuses {recipe} for its reference method everywhere, or its plain run fails there "
+                    f"as an entry records (the matrix runs it strict): {'; '.join(refused[:2])}")
     assert trace.ok, f"{cell.id}: the plain run fails: {trace.error}"
     assert trace.trainable, f"recipe {recipe}: nothing trainable in {cell.id}"
     dead = {n for n in trace.trainable if n not in _nonzero_set(trace)}

@@ -29,6 +29,9 @@ SAMPLE = [
     "peft-gemma4_text-lora-reentrant-unmasked-gc_first-feature",
     "peft-llama-lora-reentrant-masked-gc_first-switch",                # mismatch: a recipe with two adapters
     "adapters-bert-lora-non_reentrant-masked-adapter_first-trainer",   # equivalent: AdapterTrainer
+    "qlora-llama-lora-unset-masked-adapter_first",   # gc_error: a 4-bit base saved and loaded quantized in the script
+    "peft-llama-lora-reentrant-masked-prepare_kbit",   # not_checkpointed: prepare_model_for_kbit_training, unquantized
+    "peft-llama-ia3-torch_reentrant-masked-gc_first",  # gc_error: IA3's ParameterDict, the probe's holder of it
 ]
 
 

@@ -5,7 +5,7 @@ from functools import lru_cache
 
 from .base import GC_MODES, ORDERS, Backend, MethodSpec  # noqa: F401
 
-BACKEND_NAMES = ("adapters", "peft", "transformers_peft", "full")
+BACKEND_NAMES = ("adapters", "peft", "transformers_peft", "qlora", "full")
 
 
 def _module(name: str):
@@ -18,6 +18,8 @@ def _module(name: str):
         from . import peft as mod
     elif name == "transformers_peft":
         from . import transformers_peft as mod
+    elif name == "qlora":
+        from . import qlora as mod
     else:
         raise KeyError(name)
     return mod

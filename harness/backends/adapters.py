@@ -88,7 +88,7 @@ METHODS = {m.name: m for m in [
 
 
 class AdaptersBackend(Backend):
-    def setup(self, model):
+    def setup(self, model, method=None):
         import adapters
 
         adapters.init(model)

@@ -11,6 +11,7 @@ from typing import Any, Callable
 from ..archs.base import ArchSpec
 
 GC_MODES = ("non_reentrant", "reentrant")
+REENTRANT = ("reentrant", "unset")   # transformers' switch with torch's reentrant checkpoint (UNSET: its default)
 ORDERS = ("gc_first", "adapter_first")
 # transformers 5's activation_checkpointing_enable also takes every_n_layers and offload (what Trainer passes from
 # activation_checkpointing_kwargs): more modes, non-reentrant, where the installed transformers has them. They
@@ -24,6 +25,21 @@ EXTRA_GC_MODES = {"non_reentrant_every2": {"every_n_layers": 2}, "non_reentrant_
 # not know checkpointing is on, so the model's config keeps its own use_cache, as such users leave it. Every backend
 # has them, under every launch.
 TORCH_GC_MODES = {"torch_reentrant": "REENTRANT", "torch_non_reentrant": "NO_REENTRANT"}
+# use_reentrant not passed at all (gradient_checkpointing_kwargs left out, or prepare_model_for_kbit_training's {}):
+# the libraries' default, reentrant on the pinned stack (transformers' {"use_reentrant": True}; torch's own, with its
+# warning, where an empty dict reaches it). The qlora backend's, whose users mostly leave it out.
+UNSET = "unset"
+# checkpointing enabled by peft's prepare_model_for_kbit_training(model, use_gradient_checkpointing=True,
+# gradient_checkpointing_kwargs=...) before get_peft_model, as QLoRA users enable it: it enables checkpointing only on
+# a quantized model (on any other it freezes the model and returns)
+KBIT_ORDER = "prepare_kbit"
+BEFORE_ADAPTER = ("gc_first", KBIT_ORDER)   # the orders that enable checkpointing before the adapter is attached
+KBIT_GC_MODES = GC_MODES + (UNSET,)   # what prepare_model_for_kbit_training's gradient_checkpointing_kwargs pass
+
+
+def gc_kwargs(gc_mode: str) -> dict | None:
+    """The gradient_checkpointing_kwargs of a gc mode of transformers' switch; None where it passes none."""
+    return None if gc_mode == UNSET else {"use_reentrant": gc_mode == "reentrant"}
 
 
 def torch_checkpointing(model, gc_mode: str) -> None:
@@ -72,6 +88,7 @@ class MethodSpec:
     traits: frozenset[str] = frozenset()   # keys of TRAITS
     # (batch) -> batch: what the method needs its inputs to hold (aLoRA: its invocation tokens), as a user's data has it
     batch: Callable[[dict], dict] | None = None
+    no_float64: str = ""   # why the method cannot train in float64 (a float64 rerun cannot settle rounding)
 
 
 @dataclass
@@ -85,16 +102,20 @@ class Backend:
     # (arch) -> None when the backend supports the arch, else why not
     arch_support: Callable[[ArchSpec], str | None] = lambda arch: None
     missing: str | None = None   # why the library cannot be imported, if it cannot
+    quantized: bool = False   # the base model is loaded quantized (qlora): prepare_kbit is its users' way
+    no_float64: str = ""   # why a float64 rerun cannot settle rounding (the layers compute in float32 whatever the dtype)
     reference_arch: str = "bert"  # where the default tier tries every method and axis value
     every_arch_in_default: bool = True   # the default tier tries every arch once (not where another backend does)
+    default_archs: tuple[str, ...] = ()   # ... or, given, only these archs besides the reference arch
     second_adapter: bool = True   # a second adapter of a method can go on the model (the switch recipe)
     activation_freezes: bool = False   # activate() leaves the inactive adapter frozen (the switch_frozen recipe)
     compositions: tuple[str, ...] = ()   # the compose_* recipes the library has (harness.train.RECIPES)
     compositions_missing: str = ""       # why it has none of the others
 
     # The three calls a run makes, overridden per backend:
-    def setup(self, model):
-        """Make the model ready for the library (adapters.init); returns the model."""
+    def setup(self, model, method: MethodSpec | None = None):
+        """Make the model ready for the library (adapters.init; qlora: load it quantized, as `method` asks);
+        returns the model."""
         return model
 
     def attach(self, model, arch: ArchSpec, task: str, method: MethodSpec):
@@ -134,13 +155,20 @@ class Backend:
         model's dtype, as a user casting the adapted model does (peft follows the base layer's dtype itself)."""
         return model
 
-    def enable_gc(self, model, gc_mode: str):
-        if gc_mode in TORCH_GC_MODES:
+    def enable_gc(self, model, gc_mode: str, order: str = "gc_first"):
+        """Enable checkpointing in `gc_mode` as the cell's `order` does it (the same code in repro scripts:
+        harness/repro_scripts.py)."""
+        kwargs = gc_kwargs(gc_mode)
+        if order == KBIT_ORDER:
+            from peft import prepare_model_for_kbit_training
+
+            prepare_model_for_kbit_training(model, use_gradient_checkpointing=True, gradient_checkpointing_kwargs=kwargs)
+        elif gc_mode in TORCH_GC_MODES:
             torch_checkpointing(model, gc_mode)
-            return
-        kwargs = {"use_reentrant": gc_mode == "reentrant"}
-        if gc_mode in EXTRA_GC_MODES:   # the same code in repro scripts (harness/repro.py)
+        elif gc_mode in EXTRA_GC_MODES:
             model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs, **EXTRA_GC_MODES[gc_mode])
+        elif kwargs is None:
+            model.gradient_checkpointing_enable()
         else:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 

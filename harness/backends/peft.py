@@ -22,7 +22,7 @@ import tempfile
 
 from ..archs.base import ArchSpec
 from . import _peft_targets as T
-from .base import Backend, MethodSpec
+from .base import KBIT_ORDER, Backend, MethodSpec
 
 NAME = "default"
 NAMES = (NAME, "second")   # the switch recipe's two adapters
@@ -340,7 +340,9 @@ METHODS = {m.name: m for m in [
     MethodSpec("frod", _cfg("FrodConfig", _map("FROD"), sparse_rate=0.1, progressbar=False), traits=W),
     MethodSpec("glora", _cfg("GloraConfig", _map("GLORA"), r=4), traits=WL),
     MethodSpec("tinylora", _cfg("TinyLoraConfig", _map("TINYLORA"), r=2, u=8), traits=W),
-    MethodSpec("psoft", _cfg("PsoftConfig", _map("PSOFT"), r=4, psoft_alpha=4), traits=WL),
+    MethodSpec("psoft", _cfg("PsoftConfig", _map("PSOFT"), r=4, psoft_alpha=4), traits=WL,
+               no_float64="PSOFT refuses a float64 base layer when it is added ('PSOFT init requires "
+                          "float32/float16/bfloat16')"),
     MethodSpec("peanut", _cfg("PeanutConfig", _map("PEANUT"), r=4), traits=WL),
     MethodSpec("deft", _cfg("DeftConfig", _map("DEFT"), r=4), traits=W),
     MethodSpec("supertuning", _cfg("SupertuningConfig", _map("SUPERTUNING"), sparsity=0.9), traits=WL),
@@ -538,6 +540,8 @@ def make() -> Backend:
                    if n not in NEEDS_FIELD or NEEDS_FIELD[n] in _fields(peft.LoraConfig)}
     return PeftBackend(
         name="peft",
+        # prepare_model_for_kbit_training, QLoRA's entry point, on the unquantized model (backends.qlora: quantized)
+        orders=("gc_first", KBIT_ORDER, "adapter_first"),
         activation_freezes=True,   # set_adapter makes only the active adapter trainable
         methods=methods,
         missing=missing,

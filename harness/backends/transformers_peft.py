@@ -33,8 +33,8 @@ def _applies(method: MethodSpec):
     return applies
 
 
-METHODS = {n: MethodSpec(n, m.make_config, applies=_applies(m), notes=m.notes, traits=m.traits, batch=m.batch)
-           for n, m in PEFT_METHODS.items()}
+METHODS = {n: MethodSpec(n, m.make_config, applies=_applies(m), notes=m.notes, traits=m.traits, batch=m.batch,
+                         no_float64=m.no_float64) for n, m in PEFT_METHODS.items()}
 
 
 class TransformersPeftBackend(Backend):

@@ -8,21 +8,23 @@ exception carved out of a broader entry after it. Matching is strict: an expecte
 
 Precedence, stated once: the entry files are read in the order of ORDER below, each top to bottom, and the first
 entry that matches a cell wins. So a narrower entry stands above a broader one, and the files go from what a user
-hits first (a method failing before checkpointing is enabled, the libraries' refusals, a plain run that fails) to
-checkpointing findings: torch's own checkpoint API and the launches (findings_launch: narrow, by gc mode and
-launch), the models', the broadest rules, then what only a training recipe (Cell.recipe) shows: an entry without a
-recipe holds for every recipe, so the recipes' own findings come after them; an entry without a launch holds for
-every launch. The generated baseline-calibration table (harness/calibration.py) is consulted first but only decides
-where no entry explains the plain run's failure (see expected()).
+hits first (a method failing before checkpointing is enabled, the libraries' refusals, a plain run that fails, a
+quantized base's own: quantized) to checkpointing findings: torch's own checkpoint API and the launches
+(findings_launch: narrow, by gc mode and launch), the models', the broadest rules, then what only a training recipe
+(Cell.recipe) shows: an entry without a recipe holds for every recipe, so the recipes' own findings come after them;
+an entry without a launch holds for every launch. The generated baseline-calibration table (harness/calibration.py)
+is consulted first but only decides where no entry explains the plain run's failure (see expected()).
 """
 from __future__ import annotations
 
+from ..backends.base import BEFORE_ADAPTER
+from ..backends.qlora import EIGHT_BIT
 from ..outcomes import Outcome
 from . import (findings_general, findings_launch, findings_models, findings_recipes, first, plain_failures,
-               refusals)
+               quantized, refusals)
 from .entry import MACHINES, Expect, patterns  # noqa: F401  (MACHINES: the machine conditions an entry may name)
 
-ORDER = (first, refusals, plain_failures, findings_launch, findings_models, findings_general, findings_recipes)
+ORDER = (first, refusals, plain_failures, quantized, findings_launch, findings_models, findings_general, findings_recipes)
 EXPECTATIONS: list[Expect] = [e for module in ORDER for e in module.ENTRIES]
 # outcomes a cell may also come out as, whatever entry explains it otherwise (which cell of a process shows them
 # depends on what the process ran before): acceptable besides the expected ones, never instead of them
@@ -57,8 +59,8 @@ def expected(cell_fields: dict, table: list[Expect] | None = None,
     that run did, so only an entry naming that outcome (one that explains the failure) still wins over
     the table's bare measurement; entries about checkpointing findings are passed over.
 
-    A transformers_peft cell takes the entries naming its backend, then what peft's entries say of the same cell
-    in the other order (:func:`_as_peft`)."""
+    A cell of a backend built on peft (TWINS: transformers_peft, qlora) takes the entries naming its backend, then
+    what peft's entries say of the same cell as peft runs it (:func:`_as_peft`)."""
     failing, stage = None, None
     if calibrated:
         from ..calibration import baseline_failure
@@ -69,15 +71,16 @@ def expected(cell_fields: dict, table: list[Expect] | None = None,
             failing = Expect({}, Outcome(outcome), reason, link)
     # a refusal of checkpointing itself shows unless the checkpointed run fails before it, as the plain one did:
     # in gc_first order checkpointing is enabled right after building, in adapter_first after attaching
-    refusal_first = stage != "build" and (cell_fields.get("order") == "gc_first" or stage == "train")
+    refusal_first = stage != "build" and (cell_fields.get("order") in BEFORE_ADAPTER or stage == "train")
 
     def explains(e: Expect) -> bool:
         return failing is None or failing.outcome in e.outcomes or (e.refuses_checkpointing and refusal_first)
 
     fields = with_traits(cell_fields)
-    as_peft = table is None and cell_fields.get("backend") == TP
+    backend = cell_fields.get("backend")
+    as_peft = table is None and backend in TWINS
     for e in EXPECTATIONS if table is None else table:
-        if (not as_peft or TP in patterns(e.match.get("backend"))) and e.applies(fields) and explains(e):
+        if (not as_peft or backend in patterns(e.match.get("backend"))) and e.applies(fields) and explains(e):
             return e.outcomes, e
     if as_peft:
         want, why = _as_peft(cell_fields)
@@ -89,27 +92,53 @@ def expected(cell_fields: dict, table: list[Expect] | None = None,
 
 
 TP = "transformers_peft"
+QLORA = "qlora"
 
-
-SWAPPED = {"gc_first": "adapter_first", "adapter_first": "gc_first"}
 AS_PEFT = ("as peft's {order} (transformers' gradient_checkpointing_enable calls enable_input_require_grads only once "
            "an adapter is loaded (_hf_peft_config_loaded), as get_peft_model does on a model that already checkpoints; "
            "an adapter added after checkpointing gets no such call, as after peft's own gradient_checkpointing_enable: "
            "cases/transformers_add_adapter_after_checkpointing_reentrant.py): ")
+AS_PEFT_UNQUANTIZED = ("as peft's {order} {gc_mode} on the model unquantized (prepare_model_for_kbit_training hooks the "
+                       "input embeddings (enable_input_require_grads) where use_reentrant is True or left out, which "
+                       "is reentrant, as get_peft_model does on a checkpointing model in gc_first, and PeftModel skips "
+                       "its own call on a quantized model: with non-reentrant checkpointing nothing hooks them unless "
+                       "transformers 5's gradient_checkpointing_enable does, as in peft's adapter_first; the plain "
+                       "run prepares it without): ")
+
+
+def _as_transformers_peft(cell: dict) -> dict:
+    """transformers' integration calls enable_input_require_grads in the other order than peft."""
+    order = cell.get("order")
+    return {"order": {"gc_first": "adapter_first", "adapter_first": "gc_first"}.get(order, order)}
+
+
+def _as_qlora(cell: dict) -> dict:
+    """prepare_kbit hooks the input embeddings as peft's gc_first does, for reentrant modes; otherwise as its
+    adapter_first (nothing but transformers 5 hooks them); unset is reentrant; an 8-bit variant is its method."""
+    gc_mode, order, method = cell.get("gc_mode"), cell.get("order"), cell.get("method")
+    gc_mode = {"unset": "reentrant"}.get(gc_mode, gc_mode)
+    if order == "prepare_kbit":
+        order = "gc_first" if gc_mode == "reentrant" else "adapter_first"
+    return {"order": order, "gc_mode": gc_mode, "method": getattr(EIGHT_BIT.get(method), "name", method)}
+
+
+# the backends built on peft: the axes of the same cell as peft runs it, and what a borrowed reason is prefixed with
+TWINS = {TP: (_as_transformers_peft, AS_PEFT), QLORA: (_as_qlora, AS_PEFT_UNQUANTIZED)}
 
 
 def _as_peft(cell_fields: dict) -> tuple[tuple[Outcome, ...], Expect | None]:
-    """A transformers_peft cell no entry naming its backend explains: what peft's entries (and the arch-wide ones,
-    in their order among them) say of the same cell in the other order (the orders in which each library calls
-    enable_input_require_grads are swapped). Without peft's own plain failures and refusals (entries of `first`,
-    `refusals`, `plain_failures` naming peft; its calibration table): those are often its task wrapper's, and
-    transformers_peft's plain runs are measured into a table of their own."""
-    twin = {**cell_fields, "backend": "peft", "order": SWAPPED.get(cell_fields.get("order"), cell_fields.get("order"))}
+    """A cell of a TWINS backend that no entry naming its backend explains: what peft's entries (and the arch-wide
+    ones, in their order among them) say of the same cell as peft runs it (transformers_peft: in the other order, the
+    orders in which each library calls enable_input_require_grads being swapped; qlora: _as_qlora). Without peft's own plain failures and refusals (entries of `first`, `refusals`,
+    `plain_failures` naming peft; its calibration table): those are often its task wrapper's or its unquantized
+    layers', and these backends' plain runs are measured and recorded on their own."""
+    as_peft, prefix = TWINS[cell_fields.get("backend")]
+    twin = {**cell_fields, "backend": "peft", **as_peft(cell_fields)}
     twin.pop("traits", None)
     want, why = expected(twin, PEFT_FINDINGS, calibrated=False)
     if why is None or "peft" not in patterns(why.match.get("backend")):
         return want, why   # an arch-wide entry holds for every backend as it stands
-    return want, Expect({}, want, AS_PEFT.format(order=twin["order"]) + why.reason, why.link,
+    return want, Expect({}, want, prefix.format(order=twin["order"], gc_mode=twin["gc_mode"]) + why.reason, why.link,
                         refuses_checkpointing=why.refuses_checkpointing)
 
 

@@ -82,4 +82,13 @@ def _no_accelerator() -> bool:
     return torch.accelerator.current_accelerator() is None
 
 
-MACHINES = {"no_accelerator": _no_accelerator}
+def _bnb_cpu_repacks() -> bool:
+    """bitsandbytes repacks a 4-bit weight for its CPU inference kernel on this CPU (AVX512-BF16)."""
+    try:
+        from bitsandbytes.functional import has_avx512bf16
+    except Exception:  # noqa: BLE001 - not installed, or no CPU library
+        return False
+    return bool(has_avx512bf16())
+
+
+MACHINES = {"no_accelerator": _no_accelerator, "bnb_cpu_repacks": _bnb_cpu_repacks}

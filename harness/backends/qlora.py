@@ -1,0 +1,107 @@
+"""Backend `qlora`: peft's methods on a bitsandbytes-quantized base, as QLoRA users train it.
+
+Users' path: the (tiny) model saved and loaded back with ``from_pretrained(dir, quantization_config=
+BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True, ...))`` (8-bit:
+``load_in_8bit=True``, the ``lora_8bit`` method), as it comes from the hub; then
+
+* `prepare_kbit`: ``peft.prepare_model_for_kbit_training(model, use_gradient_checkpointing=True,
+  gradient_checkpointing_kwargs=...)`` (peft's own checkpointing entry point; gc mode `unset` passes none, its
+  default), then ``get_peft_model``;
+* `adapter_first`: ``prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)``, ``get_peft_model``,
+  then ``peft_model.gradient_checkpointing_enable(...)``, as Trainer enables it on the model it is given.
+
+The plain run prepares the model with ``use_gradient_checkpointing=False``. The methods are the peft backend's; a
+method peft cannot put on bitsandbytes' layers is `unsupported` with peft's own refusal ("Target module
+Linear4bit(...) is not supported"). bitsandbytes computes in ``bnb_4bit_compute_dtype``, float32, whatever the
+model's dtype: a float64 rerun cannot settle rounding (docs/outcomes.md, the float64 settle).
+"""
+from __future__ import annotations
+
+from ..archs.base import ArchSpec
+from .base import KBIT_GC_MODES, KBIT_ORDER, MethodSpec
+from .peft import METHODS as PEFT_METHODS
+from .peft import PeftBackend
+from .peft import make as make_peft
+
+# BitsAndBytesConfig per method: QLoRA's 4-bit NF4 with double quantization (the paper's and peft's guides'
+# setting), computing in float32 on the CPU; `lora_8bit`: LLM.int8
+QUANTIZATION = {"4bit": {"load_in_4bit": True, "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": True,
+                         "bnb_4bit_compute_dtype": "float32"},
+                "8bit": {"load_in_8bit": True}}
+EIGHT_BIT = {"lora_8bit": PEFT_METHODS["lora"]}   # method variants on an 8-bit base: the peft method they train
+METHODS = dict(PEFT_METHODS, **{n: MethodSpec(n, m.make_config, applies=m.applies, traits=m.traits, batch=m.batch,
+                                              notes="LoRA on an 8-bit base (BitsAndBytesConfig(load_in_8bit=True))")
+                                for n, m in EIGHT_BIT.items()})
+
+
+def quantization(method: str) -> dict:
+    """The BitsAndBytesConfig arguments a method's base is loaded with."""
+    return QUANTIZATION["8bit" if method in EIGHT_BIT else "4bit"]
+
+
+def load_quantized(model, method: str):
+    """`model` saved to a temporary directory and loaded back quantized, as a user loads it from the hub (with the
+    attention implementation it was built with, as a user passes attn_implementation)."""
+    import tempfile
+
+    from transformers import BitsAndBytesConfig
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model.save_pretrained(tmp)
+        return type(model).from_pretrained(tmp, quantization_config=BitsAndBytesConfig(**quantization(method)),
+                                           attn_implementation=model.config._attn_implementation)
+
+
+class QloraBackend(PeftBackend):
+    def setup(self, model, method=None):
+        return load_quantized(model, method.name if method is not None else "lora")
+
+    def attach(self, model, arch: ArchSpec, task: str, method: MethodSpec):
+        from peft import prepare_model_for_kbit_training
+
+        if not model.is_gradient_checkpointing:   # prepare_kbit's cells prepared it already, checkpointing on
+            prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+        return super().attach(model, arch, task, method)
+
+    def repro(self, method, arch, task, model) -> dict:
+        rep = super().repro(method, arch, task, model)
+        rep["imports"] += "\nimport tempfile"
+        rep["setup"] = ("with tempfile.TemporaryDirectory() as tmp:   # saved and loaded quantized, as from the hub\n"
+                        "    model.save_pretrained(tmp)\n"
+                        "    model = type(model).from_pretrained(\n"
+                        f"        tmp, quantization_config=transformers.BitsAndBytesConfig(**{quantization(method.name)!r}),\n"
+                        "        attn_implementation=model.config._attn_implementation)")
+        rep["attach"] = ("if not model.is_gradient_checkpointing:   # not prepared yet (checkpointing off, or later)\n"
+                         "    peft.prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)\n"
+                         + rep["attach"])
+        return rep
+
+
+def _bnb_missing() -> str | None:
+    import importlib.util
+
+    if importlib.util.find_spec("bitsandbytes") is None:
+        return "bitsandbytes is not installed (pip install '.[qlora]')"
+    return None
+
+
+def make() -> QloraBackend:
+    peft_backend = make_peft()
+    return QloraBackend(
+        name="qlora",
+        methods={n: m for n, m in METHODS.items() if n in peft_backend.methods or n in EIGHT_BIT},
+        missing=peft_backend.missing or _bnb_missing(),
+        quantized=True,
+        no_float64=("bitsandbytes' quantized layers compute in float32 (bnb_4bit_compute_dtype; LLM.int8's int8 "
+                    "matmul) whatever the model's dtype, so float64 removes no rounding"),
+        activation_freezes=True,   # peft's set_adapter
+        gc_modes=KBIT_GC_MODES,
+        orders=(KBIT_ORDER, "adapter_first"),
+        reference_arch="llama",
+        every_arch_in_default=False,   # the decoders QLoRA is used on, and an encoder
+        default_archs=("mistral", "qwen2", "gpt2", "bert"),
+        compositions=peft_backend.compositions,
+        compositions_missing=peft_backend.compositions_missing,
+        # PSOFT's refusal of a quantized base layer ("PSOFT init requires float32/float16/bfloat16. Re-quantize ...")
+        unsupported_patterns=peft_backend.unsupported_patterns + (r"PSOFT init requires float",),
+    )

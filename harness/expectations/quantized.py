@@ -1,0 +1,80 @@
+"""A quantized base (the qlora backend: bitsandbytes 4-bit / 8-bit, prepare_model_for_kbit_training), and peft's
+QLoRA entry point on a model that is not quantized. The qlora backend's own refusals and plain failures come first;
+whatever no entry here explains, a qlora cell borrows from peft's entries for the same cell unquantized
+(expectations.TWINS)."""
+from __future__ import annotations
+
+from ..outcomes import Outcome
+from .entry import Expect
+from .groups import P, PEFT_SRC
+
+Q = {"backend": "qlora"}
+BNB = {"peft": ">=0.18", "bitsandbytes": ">=0.45"}
+BNB_DOCS = "https://huggingface.co/docs/peft/developer_guides/quantization"
+# peft methods with no bitsandbytes layer that do not refuse a Linear4bit / Linear8bitLt target (those with one:
+# LoRA and its variants, AdaLoRA, IA3, HiRA, PVeRA, RandLoRA, RoAd: peft/tuners/*/bnb.py)
+NO_BNB_LAYER = ("adamss", "deft", "delora", "frod", "hra", "loha", "lokr", "osf", "peanut", "shira", "supertuning",
+                "tinylora", "xlora")
+IN_PLACE_DELTA = ("c3a", "gralora", "poly")   # add their delta to the base layer's output in place
+BIASED = ("bert", "gpt2", "qwen2")            # of the archs run: a bias on the adapted Linear layers
+
+ENTRIES: list[Expect] = [
+    # ---- refusals: the method's own error for a quantized layer --------------------------------------------------
+    Expect({**Q, "method": ("glora", "psoft")}, Outcome.UNSUPPORTED,
+           "the method refuses a quantized base layer when it is added: GLoRA 'Target module Linear4bit(...) is not a "
+           "plain torch.nn.Linear (after unwrapping); GLoRA does not support this layer type', PSOFT 'PSOFT init "
+           "requires float32/float16/bfloat16. Re-quantize after init if needed' (seen on 4.57.6)",
+           f"{PEFT_SRC}/tuners/psoft/layer.py", BNB),
+    # ---- the plain run fails: not checkpointing findings ---------------------------------------------------------
+    Expect({**Q, "method": NO_BNB_LAYER}, Outcome.ERROR,
+           "peft has no bitsandbytes layer for the method, yet does not refuse the quantized target: its generic "
+           "layer takes the Linear4bit's weight, the packed uint8 Params4bit of shape [out x in / 2, 1], for the dense "
+           "weight, and fails with or without checkpointing: when it is added (AdaMSS, FRoD, OSF, TinyLoRA 'Only "
+           "Tensors of floating point and complex dtype can require gradients', DeFT's and DeLoRA's shape and dtype "
+           "errors) or in the first forward (LoHa, LoKr, HRA, PEANuT, SuperTuning shape errors; ShiRA's dtype; "
+           "X-LoRA passes 'scalings' to the Linear4bit's forward); LLM.int8 likewise (seen on 4.57.6, llama, "
+           "mistral, qwen2, gpt2, bert)", BNB_DOCS, BNB),
+    Expect({**Q, "method": IN_PLACE_DELTA, "arch": BIASED}, Outcome.ERROR,
+           "C3A, GraLoRA and Poly add their delta to the base layer's output in place (result += ..., "
+           "tuners/c3a/layer.py L199, gralora L379, poly L158); on a Linear4bit with a bias bitsandbytes' MatMul4Bit "
+           "returns a view, which autograd refuses to modify in place ('Output 0 of MatMul4BitBackward is a view "
+           "and is being modified inplace'); without a bias (llama, mistral) they train (seen on 4.57.6)",
+           f"{PEFT_SRC}/tuners/c3a/layer.py#L199", BNB),
+    Expect({**Q, "method": ("prefix_tuning", "cartridge")}, Outcome.ERROR,
+           "peft's prefix tuning maps its cache to the layers' devices (utils/integrations.py get_layer_device_map): "
+           "`next(d for d in model.hf_device_map.values() if d not in ['cpu', 'disk'])`, and a model loaded with a "
+           "quantization_config on the CPU has hf_device_map {'': 'cpu'}: StopIteration in every forward, with or "
+           "without checkpointing; on an accelerator it finds one (seen on 4.57.6, CPU)",
+           f"{PEFT_SRC}/utils/integrations.py#L160", BNB),
+    Expect({**Q, "method": "unilora", "task": "causal_lm"}, Outcome.ERROR,
+           "UniLoRA casts its per-layer scales to the base layer's weight dtype (tuners/unilora/layer.py L116: "
+           "target_dtype = base_layer.weight.dtype), uint8 for a Linear4bit, which truncates them to 0: the adapter "
+           "adds zero and its one vector never gets a gradient (vacuous baseline); under a head in modules_to_save "
+           "the head trains and the cell is `safe, partly` (seen on 4.57.6)",
+           f"{PEFT_SRC}/tuners/unilora/layer.py#L116", BNB),
+    Expect({**Q, "parallel": "fsdp1"}, Outcome.ERROR,
+           "FSDP1 flattens each unit's parameters into one flat parameter and refuses the 4-bit layers' uint8 "
+           "storage beside the float ones ('Cannot flatten integer dtype tensors'): FSDP-QLoRA needs "
+           "bnb_4bit_quant_storage set to the float dtype (accelerate's and peft's FSDP-QLoRA guides), which a QLoRA "
+           "setup for one process does not set (a plain run that fails)",
+           "https://huggingface.co/docs/peft/accelerate/fsdp#use-peft-qlora-and-fsdp-for-finetuning-large-models-on-multiple-gpus",
+           BNB),
+    Expect({**Q, "recipe": "eval_between"}, Outcome.ERROR,
+           "a 4-bit base, on a CPU with AVX512-BF16, Linear4bit.forward in eval mode on an input that does not require grad "
+           "repacks the weight for bitsandbytes' CPU inference kernel (nn/modules.py L612, "
+           "_convert_weight_packed_for_cpu), which reshapes the absmax to [out, in / blocksize]: 0 columns for the "
+           "tiny model's 32 features against the blocksize of 64 ('shape [32, 0] is invalid'), with or without "
+           "checkpointing. At 64 features and more the repack succeeds and is kept: every later training forward "
+           "takes the packed path, gemv_4bit, which has no autograd kernel, and the gradient through the base layer "
+           "is lost silently, checkpointing or not (cases/bnb_cpu_eval_repack_loses_gradients.py)",
+           "https://github.com/bitsandbytes-foundation/bitsandbytes/blob/0.50.2/bitsandbytes/nn/modules.py#L612",
+           BNB, machine="bnb_cpu_repacks", unless={"method": "lora_8bit"}),
+    # ---- peft's QLoRA entry point on a model that is not quantized -----------------------------------------------
+    Expect({**P, "order": "prepare_kbit"}, Outcome.NOT_CHECKPOINTED,
+           "prepare_model_for_kbit_training(model, use_gradient_checkpointing=True) enables checkpointing only on a "
+           "model loaded in 8 or 4 bits (or GPTQ, AQLM, EETQ, HQQ, torchao): on any other it freezes the parameters "
+           "and returns without a word, so nothing is recomputed and no memory saved (utils/other.py L221; peft#513 "
+           "proposed decoupling the two; cases/peft_prepare_kbit_unquantized.py). Users who call it 'to be safe' "
+           "train without checkpointing",
+           f"{PEFT_SRC}/utils/other.py#L221", {"peft": ">=0.14"}),
+]
