@@ -93,10 +93,12 @@ def resolve(marker: str, model) -> list[str]:
     elif kind == "blocks":
         from transformers.modeling_layers import GradientCheckpointingLayer
 
+        def block(c) -> bool:   # a layer, or torch's CheckpointWrapper around one (a torch_* gc mode, gc_first)
+            return isinstance(getattr(c, "_checkpoint_wrapped_module", c), GradientCheckpointingLayer)
+
         for lname, mod in model.named_modules():
-            if isinstance(mod, torch.nn.ModuleList) and not in_head(lname) and \
-                    any(isinstance(c, GradientCheckpointingLayer) for c in mod):
-                names = [f"{lname}.{i}" for i, c in enumerate(mod) if isinstance(c, GradientCheckpointingLayer)]
+            if isinstance(mod, torch.nn.ModuleList) and not in_head(lname) and any(block(c) for c in mod):
+                names = [f"{lname}.{i}" for i, c in enumerate(mod) if block(c)]
                 break
     elif kind.startswith("linear"):
         div = int(kind.split("/", 1)[1]) if "/" in kind else 1

@@ -39,22 +39,40 @@ def quantization(method: str) -> dict:
     return QUANTIZATION["8bit" if method in EIGHT_BIT else "4bit"]
 
 
-def load_quantized(model, method: str):
-    """`model` saved to a temporary directory and loaded back quantized, as a user loads it from the hub (with the
-    attention implementation it was built with, as a user passes attn_implementation)."""
+def load_quantized(model, quantization: dict):
+    """`model` saved to a temporary directory and loaded back with BitsAndBytesConfig(**quantization), as a user loads
+    it from the hub (with the attention implementation it was built with, as a user passes attn_implementation).
+    Launched over several ranks, rank 0 writes the directory and every rank loads it, as a torchrun job reads one
+    checkpoint (transformers 5's save_pretrained writes on rank 0 only)."""
     import tempfile
 
+    import torch.distributed as dist
     from transformers import BitsAndBytesConfig
 
-    with tempfile.TemporaryDirectory() as tmp:
-        model.save_pretrained(tmp)
-        return type(model).from_pretrained(tmp, quantization_config=BitsAndBytesConfig(**quantization(method)),
-                                           attn_implementation=model.config._attn_implementation)
+    launched = dist.is_available() and dist.is_initialized()
+    writer = not launched or dist.get_rank() == 0
+    tmp = tempfile.TemporaryDirectory() if writer else None
+    where = [tmp.name if tmp else None]
+    if launched:
+        dist.broadcast_object_list(where, src=0)
+    try:
+        if writer:
+            model.save_pretrained(where[0])
+        if launched:
+            dist.barrier()
+        loaded = type(model).from_pretrained(where[0], quantization_config=BitsAndBytesConfig(**quantization),
+                                             attn_implementation=model.config._attn_implementation)
+        if launched:
+            dist.barrier()   # every rank has read it before rank 0 removes it
+        return loaded
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
 
 
 class QloraBackend(PeftBackend):
     def setup(self, model, method=None):
-        return load_quantized(model, method.name if method is not None else "lora")
+        return load_quantized(model, quantization(method.name if method is not None else "lora"))
 
     def attach(self, model, arch: ArchSpec, task: str, method: MethodSpec):
         from peft import prepare_model_for_kbit_training
@@ -65,12 +83,11 @@ class QloraBackend(PeftBackend):
 
     def repro(self, method, arch, task, model) -> dict:
         rep = super().repro(method, arch, task, model)
-        rep["imports"] += "\nimport tempfile"
-        rep["setup"] = ("with tempfile.TemporaryDirectory() as tmp:   # saved and loaded quantized, as from the hub\n"
-                        "    model.save_pretrained(tmp)\n"
-                        "    model = type(model).from_pretrained(\n"
-                        f"        tmp, quantization_config=transformers.BitsAndBytesConfig(**{quantization(method.name)!r}),\n"
-                        "        attn_implementation=model.config._attn_implementation)")
+        import inspect
+        import textwrap
+
+        rep["setup"] = (textwrap.dedent(inspect.getsource(load_quantized))
+                        + f"\n\nmodel = load_quantized(model, {quantization(method.name)!r})")
         rep["attach"] = ("if not model.is_gradient_checkpointing:   # not prepared yet (checkpointing off, or later)\n"
                          "    peft.prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)\n"
                          + rep["attach"])
@@ -78,10 +95,25 @@ class QloraBackend(PeftBackend):
 
 
 def _bnb_missing() -> str | None:
+    """Why the installed transformers cannot load a bitsandbytes-quantized model here, or None: bitsandbytes
+    missing, or the check from_pretrained makes first failing (transformers 4.48.3's multi-backend check with
+    bitsandbytes 0.50: "'frozenset' object has no attribute 'discard'")."""
     import importlib.util
 
     if importlib.util.find_spec("bitsandbytes") is None:
         return "bitsandbytes is not installed (pip install '.[qlora]')"
+    try:
+        from transformers.integrations.bitsandbytes import validate_bnb_backend_availability
+
+        validate_bnb_backend_availability(raise_exception=True)
+    except ImportError:   # no such check in this transformers: from_pretrained tells
+        return None
+    except Exception as exc:  # noqa: BLE001 - what every from_pretrained(quantization_config=...) would raise
+        import bitsandbytes
+        import transformers
+
+        return (f"transformers {transformers.__version__} cannot load a bitsandbytes {bitsandbytes.__version__} "
+                f"model on this machine: its validate_bnb_backend_availability raises {type(exc).__name__}: {exc}")
     return None
 
 

@@ -217,7 +217,7 @@ ENTRIES: list[Expect] = [
            "checkpoint replays PVeRA's draws exactly (seq_cls: the same leak, 2e-10)",
            f"{TF_SRC}/models/zamba2/modeling_zamba2.py#L770", {"peft": ">=0.18", "transformers": ">=4.57,<5"}),
     # PVeRA with its own generator: after the rules above (a model's own outcome, a loss of gradients)
-    Expect({**P, "method": "pvera_seeded", "gc_mode": "non_reentrant"},
+    Expect({**P, "method": "pvera_seeded", "gc_mode": ("non_reentrant", "torch_non_reentrant")},
            (Outcome.MISMATCH, Outcome.GC_ERROR, Outcome.EQUIVALENT),
            "PVeRA samples its noise from a private torch.Generator when generator_seed is set; checkpointing restores "
            "the global RNG for the recompute, not that generator, so the recompute draws other noise than the "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..outcomes import Outcome
 from .entry import Expect
-from .groups import P, PEFT_SRC
+from .groups import ADAPTERS_SRC, FORWARD_CONTEXT, TF_SRC, A, P, PEFT_SRC
 
 TORCH_SRC = "https://github.com/pytorch/pytorch/blob/v2.13.0/torch"
 CACHES = "trait:caches_in_training"
@@ -35,6 +35,13 @@ DDP_REENTRANT = ("DistributedDataParallel(find_unused_parameters=True) with reen
                  "find_unused_parameters). Trainer picks find_unused_parameters=True for a model that is not a "
                  "PreTrainedModel (a PeftModel)")
 
+# peft methods that train something in front of the first layer (prompt tokens, embedding rows, a shadow backbone fed
+# the embeddings): the layers' input requires grad without enable_input_require_grads
+IN_FRONT = ("prompt_tuning", "p_tuning", "multitask_prompt_tuning", "cpt", "trainable_tokens", "shadow")
+# adapters' Llama attention takes the cache as `past_key_value`, its name before transformers 4.56, and 4.57.6's decoder
+# layer passes `past_key_values`, which it takes in **kwargs and ignores: the DynamicCache is never written
+# (adapters#824), so there is nothing for a recompute to write twice and the cache entries do not hold for it
+UNCACHED = {"backend": "adapters", "arch": "llama"}
 TWO_FORWARDS = ("two_forwards", "switch", "switch_frozen")   # the recipes that run two forwards before one backward
 # where peft never makes the layers' inputs require grad, no layer is recomputed (the general findings' entry)
 NO_RECOMPUTE = {"backend": "peft", "gc_mode": "reentrant", "order": "adapter_first"}
@@ -69,13 +76,27 @@ ENTRIES: list[Expect] = [
            "second forward (the second adapter active) lacks the first adapter's, which the backward then gives a "
            "gradient: 'Expected to mark a variable ready only once' (a plain run that fails)",
            f"{TORCH_SRC}/nn/parallel/distributed.py"),
+    # adapters under torch's wrapper, which bypasses its gradient_checkpointing_enable
+    Expect({**A, "gc_mode": "torch_non_reentrant", "method": FORWARD_CONTEXT}, Outcome.GC_ERROR,
+           "torch's checkpoint_wrapper bypasses adapters' gradient_checkpointing_enable, whose context_fn hands the "
+           "forward's ForwardContext to the recompute (adapters#732, fixed for its own switch by #759): the "
+           "recompute runs in backward, after the context was popped, and the methods that read it (parameters "
+           "shared across layers: Compacter, VeRA, DVoRA, MAM, UniPELT, prefix tuning; ReFT's positions) fail "
+           "(\"'NoneType' object has no attribute 'shared_parameters'\"; seen on 4.57.6, BERT and Llama, every recipe)",
+           "https://github.com/adapter-hub/adapters/issues/732", {"adapters": ">=1.1"}),
+    Expect({**P, "gc_mode": "torch_non_reentrant", "method": ("prefix_tuning", "cartridge")}, Outcome.GC_ERROR,
+           "peft refuses prefix tuning only under transformers' switch (is_gradient_checkpointing), which torch's "
+           "wrapper does not set; it hands the virtual tokens' keys and values to the model as a DynamicCache, which "
+           "each layer appends its own to, and the recompute appends them again: the metadata check stops it "
+           "('Recomputed values ... have different metadata'), BERT too (seen on 4.57.6, every recipe)",
+           f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.14", "transformers": "<5"}),
     Expect({"gc_mode": "torch_non_reentrant", "arch": CACHES}, Outcome.GC_ERROR,
            f"{CACHE}: the non-reentrant checkpoint's metadata check stops it ('Recomputed values for the following "
            "tensors have different metadata'; every launch; cases/torch_checkpoint_wrapper_use_cache.py). On "
            "5.24.0 the same cells train equivalently (measured, every launch; the case's non-reentrant half passes "
            "there, its reentrant half still fails); what in transformers 5 lets the recompute pass torch's check is "
            "not established",
-           "https://github.com/huggingface/transformers/issues/34928", {"transformers": ">=4.36,<5"}),
+           "https://github.com/huggingface/transformers/issues/34928", {"transformers": ">=4.36,<5"}, unless=UNCACHED),
     # two forwards before one backward (the two_forwards and switch recipes) under a launch, reentrant checkpointing
     Expect({"recipe": TWO_FORWARDS, "gc_mode": ("reentrant", "torch_reentrant"), "parallel": "fsdp1"},
            Outcome.GC_ERROR,
@@ -95,6 +116,86 @@ ENTRIES: list[Expect] = [
            "enable_input_require_grads would have done, and the adapters train (not so for a causal LM, whose root "
            "unit holds nothing trained: the entries below)",
            f"{TORCH_SRC}/distributed/fsdp/_flat_param.py"),
+    Expect({**A, "gc_mode": "torch_reentrant", "method": ("seq_bn_inv", "double_seq_bn_inv"), "recipe": "switch"},
+           Outcome.MISSING_GRAD,
+           "the invertible adapters make the layers' input require grad (below), and the switch recipe's reentrant "
+           "recompute of the first forward runs through the adapter active at backward time, the second: the first "
+           "adapter's layers get no gradient (the switch findings; seen on 4.57.6, BERT and Llama)",
+           "https://github.com/adapter-hub/adapters/pull/759", {"adapters": ">=1.2"}),
+    Expect({**A, "gc_mode": "torch_reentrant", "method": ("seq_bn_inv", "double_seq_bn_inv"),
+            "recipe": "compose_fuse"}, (Outcome.MISSING_GRAD, Outcome.GC_ERROR),
+           f"{NO_INPUT_GRADS}: AdapterFusion trains only the fusion layers, the invertible adapters in front stay "
+           "frozen, so nothing makes the layers' input require grad (gc_error where no head trains either)",
+           f"{ADAPTERS_SRC}/methods/bottleneck.py", {"adapters": ">=1.2"}),
+    Expect({**A, "gc_mode": "torch_reentrant", "method": ("seq_bn_inv", "double_seq_bn_inv"), "recipe": "aux_outputs",
+            "arch": "trait:records_attentions"}, Outcome.MISMATCH,
+           "the invertible adapters make the layers' input require grad (below), so the layers train, but the loss "
+           "term on the attentions loses its gradient: they are recorded by hooks inside the layer, whose forward the "
+           "reentrant checkpoint runs under no_grad (the aux_outputs entry; seen on 4.57.6, Llama)",
+           f"{TF_SRC}/utils/generic.py#L918", {"adapters": ">=1.2", "transformers": ">=4.56"}),
+    Expect({**A, "gc_mode": ("torch_reentrant", "torch_non_reentrant"), "method": "prompt_tuning",
+            "recipe": "aux_outputs"}, Outcome.GC_ERROR,
+           "adapters' prompt tuning prepends its tokens at the embeddings and records their number in the "
+           "ForwardContext (methods/prompt_tuning.py), from which the attention mask is padded for them; eager "
+           "attention (the recipe's) in the recompute, which torch's wrapper runs outside that context, meets the "
+           "14 keys with a 10-key mask ('The size of tensor a (14) must match the size of tensor b (10)'); SDPA "
+           "trains (seen on 4.57.6, BERT; where the mask is padded was not traced further)",
+           f"{ADAPTERS_SRC}/methods/prompt_tuning.py", {"adapters": ">=1.2"}),
+    Expect({**A, "gc_mode": "torch_reentrant", "method": ("seq_bn_inv", "double_seq_bn_inv", "prompt_tuning")},
+           Outcome.EQUIVALENT,
+           "a trained module in front of the first layer (the invertible adapter on the embeddings' output, the "
+           "prompt tokens) makes the layers' input require grad, which is what enable_input_require_grads would "
+           "have done: the reentrant wrapper's recompute trains the adapters inside the layers (seen on 4.57.6, BERT "
+           "and Llama; attentions recorded by hooks still lose theirs: the aux_outputs entry)",
+           f"{ADAPTERS_SRC}/methods/invertible.py", {"adapters": ">=1.2"},
+           unless={"recipe": "aux_outputs", "arch": "trait:records_attentions"}),
+    Expect({**P, "gc_mode": "torch_reentrant", "method": IN_FRONT, "arch": CACHES, "recipe": "aux_outputs",
+            "parallel": "single"}, Outcome.GC_ERROR,
+           "what trains in front of the first layer makes the layers' input require grad (below), so the reentrant "
+           f"wrapper recomputes them: {CACHE}, and eager attention (the recipe's) adds its causal mask to twice the "
+           "keys ('The size of tensor a (36) must match the size of tensor b (18)'; seen on 4.57.6, Llama)",
+           "https://github.com/huggingface/transformers/issues/34928", {"peft": ">=0.14", "transformers": "<5"}),
+    Expect({**P, "gc_mode": "torch_reentrant", "method": IN_FRONT, "arch": CACHES, "parallel": "single"},
+           (Outcome.MISMATCH, Outcome.MISSING_GRAD),
+           "what trains in front of the first layer (prompt tokens, embedding rows, ShadowPEFT's backbone) makes the "
+           "layers' input require grad, so the reentrant wrapper recomputes with gradients; the model's cache then "
+           f"shows: {CACHE}, and the attention of the forward's no-grad keys changes what reaches the trained "
+           "tensors in front, or under a pooled head leaves them a zero gradient (seen on 4.57.6, Llama)",
+           "https://github.com/huggingface/transformers/issues/34928", {"peft": ">=0.14", "transformers": "<5"}),
+    Expect({**P, "gc_mode": "torch_reentrant", "method": IN_FRONT, "parallel": "single"}, Outcome.EQUIVALENT,
+           "what trains in front of the first layer (prompt tokens, embedding rows, ShadowPEFT's backbone) makes the "
+           "layers' input require grad, which is what enable_input_require_grads would have done: the reentrant "
+           "wrapper trains (seen on 4.57.6, BERT)", f"{PEFT_SRC}/peft_model.py#L184", {"peft": ">=0.14"},
+           unless={"recipe": "aux_outputs", "arch": CACHES}),
+    # LN tuning trains BERT's embeddings LayerNorm, in front of the first layer: the layers' input requires grad
+    Expect({**P, "gc_mode": "torch_reentrant", "method": "ln_tuning", "arch": "bert", "recipe": "switch",
+            "parallel": "single"}, Outcome.MISSING_GRAD,
+           "LN tuning trains BERT's embeddings LayerNorm, in front of the first layer, so the layers' input requires "
+           "grad and the reentrant wrapper recomputes them; two adapters trained at once then show the switch "
+           "recipe's finding: the first forward's recompute runs through the second adapter, and the first gets no "
+           "gradient (seen on 4.57.6)", "https://github.com/huggingface/peft/issues/2832", {"peft": ">=0.14"}),
+    Expect({**P, "gc_mode": "torch_reentrant", "method": "ln_tuning", "arch": "bert", "recipe": "switch_frozen",
+            "parallel": "single"}, Outcome.MISMATCH,
+           "as above with set_adapter alone: the recompute through the adapter active at backward time gives the "
+           "second the first forward's part too, silently (the switch_frozen finding; seen on 4.57.6)",
+           "https://github.com/huggingface/peft/issues/2832", {"peft": ">=0.14"}),
+    Expect({**P, "gc_mode": "torch_reentrant", "method": "ln_tuning", "arch": "bert", "parallel": "single"},
+           Outcome.EQUIVALENT,
+           "LN tuning trains BERT's embeddings LayerNorm, in front of the first layer: the layers' input requires "
+           "grad, which is what enable_input_require_grads would have done, and the reentrant wrapper trains the "
+           "layers' norms too (seen on 4.57.6, every recipe of one adapter)",
+           f"{PEFT_SRC}/tuners/ln_tuning/model.py", {"peft": ">=0.14"}),
+    Expect({**P, "gc_mode": "torch_reentrant", "method": ("adalora", "ln_tuning", "lora_mts"), "parallel": "single"},
+           Outcome.MISSING_GRAD,
+           f"{NO_INPUT_GRADS}; something after the layers trains, so the loss has a gradient even for a causal LM "
+           "and the step runs without the layers' adapters: AdaLoRA's orthogonal regulariser on lora_A / lora_B "
+           "(added to the loss outside the layers), LN tuning's final norm, lora_mts's lm_head",
+           f"{PEFT_SRC}/tuners/adalora/model.py", {"peft": ">=0.14"}),
+    Expect({**P, "gc_mode": "torch_reentrant", "method": ("adaption_prompt", "xlora"), "parallel": "single"},
+           Outcome.GC_ERROR,
+           f"{NO_INPUT_GRADS}; adaption prompt and X-LoRA leave a task head frozen, so nothing outside the layers "
+           "trains under a head either and the loss has no gradient", f"{PEFT_SRC}/peft_model.py#L184",
+           {"peft": ">=0.14"}),
     Expect({"backend": ADAPTER_BACKENDS, "gc_mode": "torch_reentrant", "parallel": "ddp"}, Outcome.GC_ERROR,
            f"{NO_INPUT_GRADS}. Under DistributedDataParallel's defaults the adapters that got no gradient stop the "
            "next step ('Expected to have finished reduction in the prior iteration'), or the loss has no gradient "
@@ -136,18 +237,18 @@ ENTRIES: list[Expect] = [
            Outcome.GC_ERROR,
            f"{CACHE}: the padding mask holds 10 keys, the recompute's attention 20 ('The size of tensor a (20) must "
            "match the size of tensor b (10)'; cases/torch_checkpoint_wrapper_use_cache.py)",
-           "https://github.com/huggingface/transformers/issues/34928", {"transformers": ">=4.36"}),
+           "https://github.com/huggingface/transformers/issues/34928", {"transformers": ">=4.36"}, unless=UNCACHED),
     Expect({"gc_mode": ("torch_reentrant", "torch_non_reentrant"), "arch": CACHES, "recipe": "aux_outputs"},
            Outcome.GC_ERROR,
            f"{CACHE}: eager attention (the recipe's, for the attentions) adds its causal mask of 10 keys to the "
            "recompute's 20 (the size mismatch of padded inputs)",
-           "https://github.com/huggingface/transformers/issues/34928", {"transformers": ">=4.36"}),
+           "https://github.com/huggingface/transformers/issues/34928", {"transformers": ">=4.36"}, unless=UNCACHED),
     Expect({"gc_mode": "torch_reentrant", "arch": CACHES}, Outcome.MISSING_GRAD,
            f"{CACHE}: without a padding mask SDPA's causal mask aligns the 10 queries with the first 10 keys, which "
            "are the forward's, written under no_grad, so the recompute's own keys and values are never attended: "
            "the loss and the other gradients are unchanged and the key and value projections get a zero gradient, "
            "silently (cases/torch_checkpoint_wrapper_use_cache.py)",
-           "https://github.com/huggingface/transformers/issues/34928", {"transformers": ">=4.36"}),
+           "https://github.com/huggingface/transformers/issues/34928", {"transformers": ">=4.36"}, unless=UNCACHED),
 ]
 
 __all__ = ["ENTRIES"]

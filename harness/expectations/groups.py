@@ -17,6 +17,11 @@ ADAPTERS_REENTRANT = (
     "ForwardContext to the recompute, which only the non-reentrant checkpoint supports"
 )
 
+# adapters' methods whose modules read parameters shared across layers from the ForwardContext by adapter name
+SHARED_PARAMETERS = ("compacter", "compacter++", "dvora", "vera", "mam", "prefix_tuning", "prefix_tuning_flat",
+                     "unipelt")
+FORWARD_CONTEXT = SHARED_PARAMETERS + ("loreft", "noreft", "direft")   # ... and ReFT's positions
+
 ADAPTERS_SRC = "https://github.com/adapter-hub/adapters/blob/v1.3.0/src/adapters"
 TF_SRC = "https://github.com/huggingface/transformers/blob/v4.57.6/src/transformers"
 TF5 = "https://github.com/huggingface/transformers/blob/v5.24.0/src/transformers"

@@ -13,18 +13,34 @@ BNB = {"peft": ">=0.18", "bitsandbytes": ">=0.45"}
 BNB_DOCS = "https://huggingface.co/docs/peft/developer_guides/quantization"
 # peft methods with no bitsandbytes layer that do not refuse a Linear4bit / Linear8bitLt target (those with one:
 # LoRA and its variants, AdaLoRA, IA3, HiRA, PVeRA, RandLoRA, RoAd: peft/tuners/*/bnb.py)
-NO_BNB_LAYER = ("adamss", "deft", "delora", "frod", "hra", "loha", "lokr", "osf", "peanut", "shira", "supertuning",
-                "tinylora", "xlora")
+NO_BNB_LAYER = ("adamss", "deft", "delora", "frod", "hra", "loha", "lokr", "osf", "peanut", "supertuning", "tinylora",
+                "xlora")
 IN_PLACE_DELTA = ("c3a", "gralora", "poly")   # add their delta to the base layer's output in place
 BIASED = ("bert", "gpt2", "qwen2")            # of the archs run: a bias on the adapted Linear layers
+BIASED_HEAD = ("bert", "vit", "audio-spectrogram-transformer")   # ... a task head with a bias (its last parameter)
 
 ENTRIES: list[Expect] = [
+    # ---- the plain run fails before anything else: a quantized task head ----------------------------------------
+    Expect({**Q, "arch": BIASED_HEAD, "task": ("seq_cls", "token_cls", "image_cls", "audio_cls")}, Outcome.ERROR,
+           "transformers 5 quantizes a task head with a bias: get_keys_to_not_convert keeps the module of the "
+           "model's last parameter, named by removing a '.weight' suffix (quantizers/base.py L50-61), and BERT's "
+           "last parameter is classifier.bias, so no module is kept; peft's modules_to_save then asks the "
+           "Linear4bit's uint8 weight to require grad ('only Tensors of floating point dtype can require "
+           "gradients'), every method, with or without checkpointing (trainable tokens, which puts no head in "
+           "modules_to_save, trains; GLoRA and PSOFT refuse the layers first). A head without a bias (Llama's, "
+           "Qwen2's score) stays unquantized; 4.57.6 keeps BERT's (seen on 5.24.0: BERT, ViT, AST)",
+           "https://github.com/huggingface/transformers/blob/v5.24.0/src/transformers/quantizers/base.py#L50",
+           {**BNB, "transformers": ">=5"}, unless={"method": ("trainable_tokens", "glora", "psoft")}),
     # ---- refusals: the method's own error for a quantized layer --------------------------------------------------
     Expect({**Q, "method": ("glora", "psoft")}, Outcome.UNSUPPORTED,
            "the method refuses a quantized base layer when it is added: GLoRA 'Target module Linear4bit(...) is not a "
            "plain torch.nn.Linear (after unwrapping); GLoRA does not support this layer type', PSOFT 'PSOFT init "
            "requires float32/float16/bfloat16. Re-quantize after init if needed' (seen on 4.57.6)",
            f"{PEFT_SRC}/tuners/psoft/layer.py", BNB),
+    Expect({**Q, "method": ("prefix_tuning", "cartridge"), "order": "prepare_kbit"}, Outcome.UNSUPPORTED,
+           "peft refuses prefix tuning / cartridges on a model that already checkpoints, as prepare_kbit's does "
+           "(on transformers 4 the CPU device map fails first: below)", f"{PEFT_SRC}/peft_model.py",
+           {**BNB, "transformers": ">=5"}),
     # ---- the plain run fails: not checkpointing findings ---------------------------------------------------------
     Expect({**Q, "method": NO_BNB_LAYER}, Outcome.ERROR,
            "peft has no bitsandbytes layer for the method, yet does not refuse the quantized target: its generic "
@@ -32,8 +48,12 @@ ENTRIES: list[Expect] = [
            "weight, and fails with or without checkpointing: when it is added (AdaMSS, FRoD, OSF, TinyLoRA 'Only "
            "Tensors of floating point and complex dtype can require gradients', DeFT's and DeLoRA's shape and dtype "
            "errors) or in the first forward (LoHa, LoKr, HRA, PEANuT, SuperTuning shape errors; ShiRA's dtype; "
-           "X-LoRA passes 'scalings' to the Linear4bit's forward); LLM.int8 likewise (seen on 4.57.6, llama, "
-           "mistral, qwen2, gpt2, bert)", BNB_DOCS, BNB),
+           "X-LoRA passes 'scalings' to the Linear4bit's forward); LLM.int8 likewise (seen on 4.57.6 and 5.24.0, "
+           "llama, mistral, qwen2, gpt2, bert)", BNB_DOCS, BNB),
+    Expect({**Q, "method": "shira"}, Outcome.ERROR,
+           "as above for ShiRA on transformers 4: its sparse delta meets the dequantized weight in another dtype "
+           "('expected m1 and m2 to have the same dtype'); on 5.24.0 it trains (why was not traced; seen on 4.57.6)",
+           BNB_DOCS, {**BNB, "transformers": "<5"}),
     Expect({**Q, "method": IN_PLACE_DELTA, "arch": BIASED}, Outcome.ERROR,
            "C3A, GraLoRA and Poly add their delta to the base layer's output in place (result += ..., "
            "tuners/c3a/layer.py L199, gralora L379, poly L158); on a Linear4bit with a bias bitsandbytes' MatMul4Bit "
@@ -44,8 +64,9 @@ ENTRIES: list[Expect] = [
            "peft's prefix tuning maps its cache to the layers' devices (utils/integrations.py get_layer_device_map): "
            "`next(d for d in model.hf_device_map.values() if d not in ['cpu', 'disk'])`, and a model loaded with a "
            "quantization_config on the CPU has hf_device_map {'': 'cpu'}: StopIteration in every forward, with or "
-           "without checkpointing; on an accelerator it finds one (seen on 4.57.6, CPU)",
-           f"{PEFT_SRC}/utils/integrations.py#L160", BNB),
+           "without checkpointing; on an accelerator it finds one (seen on 4.57.6, CPU; on 5.24.0 peft's own "
+           "refusal of prefix tuning on a checkpointing model, or the findings of peft's prefix tuning)",
+           f"{PEFT_SRC}/utils/integrations.py#L160", {**BNB, "transformers": "<5"}),
     Expect({**Q, "method": "unilora", "task": "causal_lm"}, Outcome.ERROR,
            "UniLoRA casts its per-layer scales to the base layer's weight dtype (tuners/unilora/layer.py L116: "
            "target_dtype = base_layer.weight.dtype), uint8 for a Linear4bit, which truncates them to 0: the adapter "

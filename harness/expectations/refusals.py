@@ -63,11 +63,13 @@ ENTRIES: list[Expect] = [
            Outcome.UNSUPPORTED,
            "AdaLoRA refuses a second trainable adapter ('AdaLoraModel supports only 1 trainable adapter')",
            f"{PEFT_SRC}/tuners/adalora/model.py", {"peft": ">=0.18"}),
-    Expect({**P, "recipe": ("switch", "switch_frozen"), "method": "alora", "gc_mode": ("reentrant", "non_reentrant")},
-           Outcome.UNSUPPORTED,
+    Expect({**P, "recipe": ("switch", "switch_frozen", "two_forwards", "eval_between"), "method": "alora",
+            "gc_mode": ("reentrant", "non_reentrant")}, Outcome.UNSUPPORTED,
            "aLoRA refuses a second forward before the backward with transformers' checkpointing on ('Multiple "
            "invocations of PEFT forward hooks before .backward() with enabled gradient checkpointing'): a forward per "
-           "adapter", f"{PEFT_SRC}/tuners/lora/model.py", {"peft": ">=0.18"}),
+           "adapter (switch), the second view's (two_forwards), or eval_between's train-mode forward between steps, "
+           "whose output is discarded without a backward, before the next step's", f"{PEFT_SRC}/tuners/lora/model.py",
+           {"peft": ">=0.18"}),
     Expect({**P, "recipe": ("switch", "switch_frozen"), "method": "shadow", "task": "seq_cls"}, Outcome.UNSUPPORTED,
            "ShadowPEFT refuses a second adapter when one uses sequence classification (its classifier is "
            "shared)", f"{PEFT_SRC}/tuners/shadow", {"peft": ">=0.21"}),
@@ -101,8 +103,10 @@ ENTRIES: list[Expect] = [
     Expect({**P, "method": ("prefix_tuning", "cartridge"), "arch": ("bert",)}, Outcome.UNSUPPORTED,
            "transformers 5 dropped the key/value cache from BERT: peft refuses prefix tuning without past key values",
            f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.14", "transformers": ">=5"}),
-    Expect({**P, "method": ("prefix_tuning", "cartridge"), "order": "gc_first"}, Outcome.UNSUPPORTED,
-           "peft refuses prefix tuning / cartridges on a model that already checkpoints",
+    Expect({**P, "method": ("prefix_tuning", "cartridge"), "order": "gc_first", "gc_mode": ("non_reentrant", "reentrant")},
+           Outcome.UNSUPPORTED,
+           "peft refuses prefix tuning / cartridges on a model that already checkpoints (transformers' switch: "
+           "is_gradient_checkpointing; torch's wrapper sets nothing it reads, findings_launch)",
            f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.14"}),
     Expect({**A, "arch": ("modernbert", "gemma2", "gemma3_text", "qwen2", "qwen3", "phi"),
             "method": ("prefix_tuning*", "prompt_tuning", "mam", "unipelt")}, Outcome.UNSUPPORTED,
