@@ -75,7 +75,8 @@ def resume_calibration(path: str | None, selection: dict) -> dict:
 # The per-cell ledger: what `harness report` renders without rerunning, a few bytes per cell. Gzipped JSON Lines:
 # a header line {"ledger": 1, versions, complete, label, causes: [[reason, link], ...]}, then one line per cell with
 # its axes, outcome, expected, matches, the index of its cause in the header (-1: none), its seconds (0.01 s), and
-# its detail (cut to DETAIL characters) where the outcome is not `equivalent` and no recorded cause explains it.
+# its detail (cut to DETAIL characters) where the outcome is not `equivalent` and no recorded cause explains it, and
+# where an `equivalent` cell is `safe, partly` (the detail says what is not vouched for).
 LEDGER = 1
 DETAIL = 300
 _KEPT = ("id", *AXES, "modality", "outcome", "expected", "matches")
@@ -85,7 +86,7 @@ def write_ledger(path: str, runs: list[dict], label: str = "") -> int:
     """Write the cells of `runs` (read run JSONs of one set of versions) to a ledger at `path`; the cell count."""
     import gzip
 
-    from .report import atomic
+    from .report import atomic, partly
 
     vers = {json.dumps(r.get("versions", {}), sort_keys=True) for r in runs}
     if len(vers) > 1:
@@ -100,6 +101,9 @@ def write_ledger(path: str, runs: list[dict], label: str = "") -> int:
             out.update(cause=idx, seconds=round(r.get("seconds", 0.0), 2))
             if r["outcome"] != "equivalent" and (idx < 0 or not r["matches"]):   # a recorded cause says the rest
                 out["detail"] = r.get("detail", "")[:DETAIL]
+            elif partly(r):   # the clause that says what is not vouched for
+                detail = r["detail"]
+                out["detail"] = detail[detail.rfind(";", 0, detail.index("not vouched for")) + 1:].strip()[:DETAIL]
             lines.append(json.dumps(out, separators=(",", ":")))
     header = {"ledger": LEDGER, "versions": runs[0].get("versions", {}) if runs else versions(),
               "complete": all(r.get("complete", True) for r in runs), "label": label,

@@ -113,6 +113,21 @@ def test_the_ledger_keeps_what_the_report_needs(tmp_path):
         assert len(json.loads(fh.readline())["causes"]) == 2
 
 
+def test_the_ledger_keeps_a_safe_partly_cell_apart(tmp_path):
+    """An equivalent cell that does not vouch for all it trains stays `safe, partly` when rendered from a ledger:
+    the clause that says so is kept, however long the detail before it."""
+    partly = record("bert", "lora", "equivalent", gc_mode="non_reentrant")
+    partly["detail"] = ("3 steps, 16 trainable tensors; " + "x" * 400 + "; 8 of 16 trainable tensors never get a "
+                        "non-zero gradient, not vouched for (first a.b)")
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps({"versions": versions(), "complete": True, "cells": [partly, RUN[1]]}))
+    ledger = tmp_path / "l.jsonl.gz"
+    assert cli.main(["ledger", str(run), "-o", str(ledger)]) == 0
+    back = records.read_any(str(ledger))["cells"]
+    assert [report.verdict(r) for r in back] == ["safe, partly", "safe"]
+    assert back[0]["detail"].startswith("8 of 16 trainable tensors never get")
+
+
 @pytest.mark.parametrize("args, needle", [
     (["report", "{run}", "-o", "{file}"], "is a file; name a folder"),
     (["report", "{run}", "-o", "/nonexistent/dir"], "folder '/nonexistent' does not exist"),
