@@ -163,9 +163,9 @@ ENTRIES: list[Expect] = [
            "Poly hands task_ids to its layers through forward hooks that live only during forward(); the "
            "layers recomputed in backward find task_ids None", f"{PEFT_SRC}/tuners/poly/model.py",
            {"peft": ">=0.14"}),
-    Expect({**P, "method": "xlora", "gc_mode": "non_reentrant"}, Outcome.GC_ERROR,
+    Expect({**P, "method": "xlora", "gc_mode": ("non_reentrant", "torch_non_reentrant")}, Outcome.GC_ERROR,
            "X-LoRA injects the per-token expert scalings with hooks removed after forward: the recompute runs "
-           "plain LoRA and saves a different number of tensors (CheckpointError)",
+           "plain LoRA and saves a different number of tensors (CheckpointError; torch's wrapper too)",
            f"{PEFT_SRC}/tuners/xlora/model.py", {"peft": ">=0.14"}),
     Expect({**P, "arch": "gemma4_text", "method": "xlora", "gc_mode": "reentrant"}, Outcome.MISMATCH,
            "as below, but the generic targets also adapt Gemma 4's per-layer-input projection "

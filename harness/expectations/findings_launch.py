@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..outcomes import Outcome
 from .entry import Expect
-from .groups import ADAPTERS_SRC, FORWARD_CONTEXT, TF_SRC, A, P, PEFT_SRC
+from .groups import ADAPTERS_SRC, FORWARD_CONTEXT, TF5, TF_SRC, A, P, PEFT_SRC
 
 TORCH_SRC = "https://github.com/pytorch/pytorch/blob/v2.13.0/torch"
 CACHES = "trait:caches_in_training"
@@ -88,8 +88,15 @@ ENTRIES: list[Expect] = [
            "peft refuses prefix tuning only under transformers' switch (is_gradient_checkpointing), which torch's "
            "wrapper does not set; it hands the virtual tokens' keys and values to the model as a DynamicCache, which "
            "each layer appends its own to, and the recompute appends them again: the metadata check stops it "
-           "('Recomputed values ... have different metadata'), BERT too (seen on 4.57.6, every recipe)",
-           f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.14", "transformers": "<5"}),
+           "('Recomputed values ... have different metadata'), BERT too (seen on 4.57.6, every recipe; on 5.24.0, "
+           "where peft refuses it on BERT for want of a cache, Llama's recompute meets a mask of other size)",
+           f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.14"}),
+    Expect({**P, "gc_mode": "torch_non_reentrant", "method": "alora"}, Outcome.GC_ERROR,
+           "aLoRA's invocation offsets reach its LoRA layers through hooks that peft registers for each forward and "
+           "removes after it (tuners/lora/model.py); torch's wrapper recomputes in backward, without them, and saves "
+           "fewer tensors ('A different number of tensors was saved'; seen on 5.24.0, where transformers' own "
+           "non-reentrant switch trains; on 4.57.6 the cache entry below shows first)",
+           f"{PEFT_SRC}/tuners/lora/model.py", {"peft": ">=0.18"}),
     Expect({"gc_mode": "torch_non_reentrant", "arch": CACHES}, Outcome.GC_ERROR,
            f"{CACHE}: the non-reentrant checkpoint's metadata check stops it ('Recomputed values for the following "
            "tensors have different metadata'; every launch; cases/torch_checkpoint_wrapper_use_cache.py). On "
@@ -153,15 +160,22 @@ ENTRIES: list[Expect] = [
             "parallel": "single"}, Outcome.GC_ERROR,
            "what trains in front of the first layer makes the layers' input require grad (below), so the reentrant "
            f"wrapper recomputes them: {CACHE}, and eager attention (the recipe's) adds its causal mask to twice the "
-           "keys ('The size of tensor a (36) must match the size of tensor b (18)'; seen on 4.57.6, Llama)",
-           "https://github.com/huggingface/transformers/issues/34928", {"peft": ">=0.14", "transformers": "<5"}),
+           "keys ('The size of tensor a (36) must match the size of tensor b (18)'; seen on 4.57.6 and 5.24.0, Llama)",
+           "https://github.com/huggingface/transformers/issues/34928", {"peft": ">=0.14"}),
     Expect({**P, "gc_mode": "torch_reentrant", "method": IN_FRONT, "arch": CACHES, "parallel": "single"},
            (Outcome.MISMATCH, Outcome.MISSING_GRAD),
            "what trains in front of the first layer (prompt tokens, embedding rows, ShadowPEFT's backbone) makes the "
            "layers' input require grad, so the reentrant wrapper recomputes with gradients; the model's cache then "
            f"shows: {CACHE}, and the attention of the forward's no-grad keys changes what reaches the trained "
-           "tensors in front, or under a pooled head leaves them a zero gradient (seen on 4.57.6, Llama)",
-           "https://github.com/huggingface/transformers/issues/34928", {"peft": ">=0.14", "transformers": "<5"}),
+           "tensors in front, or under a pooled head leaves them a zero gradient (seen on 4.57.6 and 5.24.0, Llama)",
+           "https://github.com/huggingface/transformers/issues/34928", {"peft": ">=0.14"}),
+    Expect({**P, "gc_mode": ("reentrant", "torch_reentrant"), "method": (*IN_FRONT, "ln_tuning"), "arch": "bert",
+            "recipe": "aux_outputs"}, Outcome.MISMATCH,
+           "what trains in front of the first layer makes the layers' input require grad, so the layers train, but "
+           "transformers 5's BERT records its attentions with hooks inside the layer, whose forward the reentrant "
+           "checkpoint runs under no_grad: the loss term on them loses its gradient (the aux_outputs entry; seen on "
+           "5.24.0; 4.57.6's BERT returns them through the layers' outputs)",
+           f"{TF5}/utils/generic.py", {"peft": ">=0.14", "transformers": ">=5"}),
     Expect({**P, "gc_mode": "torch_reentrant", "method": IN_FRONT, "parallel": "single"}, Outcome.EQUIVALENT,
            "what trains in front of the first layer (prompt tokens, embedding rows, ShadowPEFT's backbone) makes the "
            "layers' input require grad, which is what enable_input_require_grads would have done: the reentrant "
