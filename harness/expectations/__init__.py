@@ -24,7 +24,8 @@ from . import (findings_general, findings_launch, findings_models, findings_reci
                quantized, refusals)
 from .entry import MACHINES, Expect, patterns  # noqa: F401  (MACHINES: the machine conditions an entry may name)
 
-ORDER = (first, refusals, plain_failures, quantized, findings_launch, findings_models, findings_general, findings_recipes)
+ORDER = (first, refusals, plain_failures, quantized, findings_launch, findings_models, findings_general,
+         findings_recipes)
 EXPECTATIONS: list[Expect] = [e for module in ORDER for e in module.ENTRIES]
 # outcomes a cell may also come out as, whatever entry explains it otherwise (which cell of a process shows them
 # depends on what the process ran before): acceptable besides the expected ones, never instead of them
@@ -98,7 +99,8 @@ AS_PEFT = ("as peft's {order} (transformers' gradient_checkpointing_enable calls
            "an adapter is loaded (_hf_peft_config_loaded), as get_peft_model does on a model that already checkpoints; "
            "an adapter added after checkpointing gets no such call, as after peft's own gradient_checkpointing_enable: "
            "cases/transformers_add_adapter_after_checkpointing_reentrant.py): ")
-AS_PEFT_UNQUANTIZED = ("as peft's {order} {gc_mode} on the model unquantized (prepare_model_for_kbit_training hooks the "
+AS_PEFT_UNQUANTIZED = ("as peft's {order} {gc_mode} on the model unquantized (prepare_model_for_kbit_training hooks "
+                       "the "
                        "input embeddings (enable_input_require_grads) where use_reentrant is True or left out, which "
                        "is reentrant, as get_peft_model does on a checkpointing model in gc_first, and PeftModel skips "
                        "its own call on a quantized model: with non-reentrant checkpointing nothing hooks them unless "
@@ -129,9 +131,10 @@ TWINS = {TP: (_as_transformers_peft, AS_PEFT), QLORA: (_as_qlora, AS_PEFT_UNQUAN
 def _as_peft(cell_fields: dict) -> tuple[tuple[Outcome, ...], Expect | None]:
     """A cell of a TWINS backend that no entry naming its backend explains: what peft's entries (and the arch-wide
     ones, in their order among them) say of the same cell as peft runs it (transformers_peft: in the other order, the
-    orders in which each library calls enable_input_require_grads being swapped; qlora: _as_qlora). Without peft's own plain failures and refusals (entries of `first`, `refusals`,
-    `plain_failures` naming peft; its calibration table): those are often its task wrapper's or its unquantized
-    layers', and these backends' plain runs are measured and recorded on their own."""
+    orders in which each library calls enable_input_require_grads being swapped; qlora: _as_qlora). Without peft's
+    own plain failures and refusals (entries of `first`, `refusals`, `plain_failures` naming peft; its calibration
+    table): those are often its task wrapper's or its unquantized layers', and these backends' plain runs are
+    measured and recorded on their own."""
     as_peft, prefix = TWINS[cell_fields.get("backend")]
     twin = {**cell_fields, "backend": "peft", **as_peft(cell_fields)}
     twin.pop("traits", None)

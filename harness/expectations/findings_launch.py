@@ -223,6 +223,14 @@ ENTRIES: list[Expect] = [
            "the loss has no gradient ('element 0 of tensors does not require grad'; "
            "cases/torch_checkpoint_wrapper_adapters.py)", f"{PEFT_SRC}/peft_model.py#L184",
            {"peft": ">=0.14"}),
+    Expect({"backend": "transformers_peft", "gc_mode": "reentrant", "order": "gc_first", "parallel": "fsdp1",
+            "task": HEAD_TASKS}, Outcome.GC_ERROR,
+           "transformers' add_adapter after checkpointing is on: nothing makes the layers' inputs require grad (as "
+           "peft's adapter_first), and the integration trains no head (no modules_to_save), so FSDP1's root unit "
+           "holds nothing trained: its flat parameter does not require grad, the embeddings' output neither, the "
+           "loss has no gradient (seen on 4.57.6, Qwen2, a user's config)",
+           f"{TORCH_SRC}/distributed/fsdp/_flat_param.py",
+           {"peft": ">=0.14", "transformers": "<5"}),
     # transformers' own reentrant checkpointing where peft never makes the layers' inputs require grad (adapter_first:
     # the general findings' entry), under the launches that change how it shows
     Expect({**P, "gc_mode": "reentrant", "order": "adapter_first", "parallel": "fsdp1", "task": HEAD_TASKS},

@@ -78,10 +78,12 @@ ENTRIES: list[Expect] = [
            "storage beside the float ones ('Cannot flatten integer dtype tensors'): FSDP-QLoRA needs "
            "bnb_4bit_quant_storage set to the float dtype (accelerate's and peft's FSDP-QLoRA guides), which a QLoRA "
            "setup for one process does not set (a plain run that fails)",
-           "https://huggingface.co/docs/peft/accelerate/fsdp#use-peft-qlora-and-fsdp-for-finetuning-large-models-on-multiple-gpus",
+           "https://huggingface.co/docs/peft/accelerate/fsdp"
+           "#use-peft-qlora-and-fsdp-for-finetuning-large-models-on-multiple-gpus",
            BNB),
     Expect({**Q, "recipe": "eval_between"}, Outcome.ERROR,
-           "a 4-bit base, on a CPU with AVX512-BF16, Linear4bit.forward in eval mode on an input that does not require grad "
+           "a 4-bit base, on a CPU with AVX512-BF16: Linear4bit.forward in eval mode on an input that does not "
+           "require grad "
            "repacks the weight for bitsandbytes' CPU inference kernel (nn/modules.py L612, "
            "_convert_weight_packed_for_cpu), which reshapes the absmax to [out, in / blocksize]: 0 columns for the "
            "tiny model's 32 features against the blocksize of 64 ('shape [32, 0] is invalid'), with or without "
