@@ -16,6 +16,7 @@ import time
 import torch
 
 from . import backends
+from .outcomes import Outcome
 from .launch import SINGLE
 from .launch.pool import train_ranks
 from .train import Trace, cache_asked, cache_cause, judged_dtype, train
@@ -139,8 +140,11 @@ class Runner:
             return verdict, None
         be = backends.get(cell.backend)
         cannot = be.no_float64 or getattr(be.methods.get(cell.method), "no_float64", "")
-        if cannot:
-            verdict.detail += f"; float64 rerun: not run, {cannot}: the float32 verdict stands"
+        if cannot:   # the float32 verdict stands; a difference beyond float32 rounding is not vouched for
+            beyond = verdict.outcome is Outcome.EQUIVALENT
+            verdict.detail += (f"; float64 rerun: not run, {cannot}: the float32 verdict stands"
+                               + (f", and its difference beyond float32 rounding (max rel {verdict.max_rel_diff:.3g})"
+                                  " is not vouched for" if beyond else ""))
             return verdict, None
         b64 = self.baseline(cell, "float64")
         c64 = self._train(cell, cell.gc_mode, "float64")

@@ -20,7 +20,7 @@ from harness.run import Options, Runner
 from harness.train import RECIPES
 
 REFERENCE_ARCHS = ("bert", "llama", "t5", "vit")   # encoder, decoder-only, encoder-decoder, vision
-METHOD = {"adapters": "lora", "peft": "lora", "transformers_peft": "lora", "full": "full"}
+METHOD = {"adapters": "lora", "peft": "lora", "transformers_peft": "lora", "qlora": "lora", "full": "full"}
 
 
 def _scaled(x, factor):
@@ -117,7 +117,8 @@ def reference_cells():
 
 def cell_of(backend: str, arch: str) -> Cell:
     spec = archs_for(backend)[arch]
-    return Cell(backend, arch, METHOD[backend], "non_reentrant", spec.inputs[0], "gc_first", spec.primary_task)
+    return Cell(backend, arch, METHOD[backend], "non_reentrant", spec.inputs[0], backends.get(backend).orders[0],
+                spec.primary_task)
 
 
 @pytest.mark.parametrize("fault", FAULTS)
@@ -129,7 +130,15 @@ def test_each_fault_of_the_checkpoint_machinery_is_caught_with_its_outcome(monke
     patched = install_fault(monkeypatch, fake)
     assert "torch.utils.checkpoint" in patched and "transformers.modeling_utils" in patched, patched
     r = runner.run_cell(cell_of(backend, arch))
-    assert r["outcome"] in outcomes, r["detail"]
+    assert r["outcome"] in outcomes or unsettled(backend, r, outcomes), r["detail"]
+
+
+def unsettled(backend: str, record: dict, outcomes) -> bool:
+    """Where no float64 rerun can settle rounding (Backend.no_float64: qlora's float32 compute), a fault within
+    float32's tolerance but beyond its rounding is caught when the cell does not vouch for it: `safe, partly`."""
+    from harness.report import verdict
+
+    return bool(backends.get(backend).no_float64) and "mismatch" in outcomes and verdict(record) == "safe, partly"
 
 
 def test_the_fault_is_installed_where_adapters_takes_checkpoint_from(monkeypatch):
@@ -163,7 +172,8 @@ def recipe_cell(backend: str, recipe: str) -> Cell:
 
     be = backends.get(backend)
     order = next((o for o in be.orders if recipe_applies(recipe, be, "non_reentrant", o) is None), be.orders[0])
-    arch, task = ("llama", "causal_lm") if backend == "peft" and recipe.startswith("compose_") else ("bert", "seq_cls")
+    arch, task = (("llama", "causal_lm") if backend in ("peft", "qlora") and recipe.startswith("compose_")
+                  else ("bert", "seq_cls"))
     # adapters' compositions: a bottleneck adapter, which takes every block (and trains from its first step)
     method = "seq_bn" if backend == "adapters" and recipe.startswith("compose_") else METHOD[backend]
     return Cell(backend, arch, method, "non_reentrant", "masked", order, task, recipe=recipe)
@@ -233,7 +243,7 @@ def test_every_recipe_catches_faults_of_the_checkpoint_machinery(monkeypatch, ru
     assert runner.run_cell(recipe_cell(backend, recipe))["outcome"] == "equivalent"
     install_fault(monkeypatch, FAULTS[fault][0])
     r = runner.run_cell(recipe_cell(backend, recipe))
-    assert r["outcome"] == "mismatch", r["detail"]
+    assert r["outcome"] == "mismatch" or unsettled(backend, r, ("mismatch",)), r["detail"]
 
 
 @pytest.mark.parametrize("fault", ["rng_not_restored", "recompute_inputs_1e-4"])
@@ -246,7 +256,8 @@ def test_autocast_is_judged_at_float32s_tolerance(monkeypatch, runner, backend, 
     assert runner.run_cell(recipe_cell(backend, "autocast"))["outcome"] == "equivalent"
     install_fault(monkeypatch, FAULTS[fault][0])
     r = runner.run_cell(recipe_cell(backend, "autocast"))
-    assert r["outcome"] == "mismatch" and r["tolerance"]["atol"] == 1e-6, r["detail"]
+    assert (r["outcome"] == "mismatch" or unsettled(backend, r, ("mismatch",))) and r["tolerance"]["atol"] == 1e-6, \
+        r["detail"]
 
 
 @pytest.mark.parametrize("recipe, fault, outcome", [

@@ -35,6 +35,7 @@ PEFT_FINDINGS: list[Expect] = [e for module in ORDER for e in module.ENTRIES
                                if module not in (first, refusals, plain_failures) or e.match.get("backend") != "peft"]
 
 
+
 def with_traits(cell_fields: dict) -> dict:
     """The cell's fields with its method's traits (MethodSpec.traits) and its arch's (archs.base.ARCH_TRAITS), which
     "trait:NAME" patterns match."""
@@ -133,8 +134,8 @@ def _as_peft(cell_fields: dict) -> tuple[tuple[Outcome, ...], Expect | None]:
     ones, in their order among them) say of the same cell as peft runs it (transformers_peft: in the other order, the
     orders in which each library calls enable_input_require_grads being swapped; qlora: _as_qlora). Without peft's
     own plain failures and refusals (entries of `first`, `refusals`, `plain_failures` naming peft; its calibration
-    table): those are often its task wrapper's or its unquantized layers', and these backends' plain runs are
-    measured and recorded on their own."""
+    table): often its task wrapper's or its unquantized layers'; the refusals of a PeftModel that hold for qlora name
+    it, and these backends' plain runs are recorded on their own."""
     as_peft, prefix = TWINS[cell_fields.get("backend")]
     twin = {**cell_fields, "backend": "peft", **as_peft(cell_fields)}
     twin.pop("traits", None)

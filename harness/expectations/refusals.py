@@ -7,6 +7,8 @@ from .entry import Expect
 from .groups import (A, ADAPTERS_REENTRANT, ADAPTERS_SRC, CONV1D, LINEAR_ONLY, NO_PROMPT_TUNING, P, PEFT_SRC, TF_SRC,
                      TP)
 
+PQ = {"backend": ("peft", "qlora")}   # a PeftModel's refusals, quantized base or not
+
 ENTRIES: list[Expect] = [
     # ---- the aux_outputs recipe does not apply (harness/train.py aux_refused: the plain run refuses it) -------------
     Expect({"recipe": "aux_outputs", "task": "contrastive"}, Outcome.UNSUPPORTED,
@@ -38,19 +40,19 @@ ENTRIES: list[Expect] = [
     Expect({**A, "gc_mode": "reentrant"}, Outcome.UNSUPPORTED, ADAPTERS_REENTRANT,
            "https://github.com/adapter-hub/adapters/pull/759", {"adapters": ">=1.1.0"}, refuses_checkpointing=True),
     # ---- the libraries refuse the method, with their own documented error ----------------------
-    Expect({**P, "recipe": "compose_active", "task": ("seq_cls", "token_cls", "image_cls", "audio_cls")},
+    Expect({**PQ, "recipe": "compose_active", "task": ("seq_cls", "token_cls", "image_cls", "audio_cls")},
            Outcome.UNSUPPORTED,
            "peft's task wrapper keeps the task head in modules_to_save, whose wrapper takes one adapter at a time "
            "('Only one adapter can be set at a time for ModulesToSaveWrapper'; peft 0.14 takes two)",
            f"{PEFT_SRC}/utils/other.py", {"peft": ">=0.18"}, unless={"method": "xlora"}),   # X-LoRA fails before
-    Expect({**P, "recipe": "compose_weighted", "task": ("seq_cls", "token_cls", "image_cls", "audio_cls")},
+    Expect({**PQ, "recipe": "compose_weighted", "task": ("seq_cls", "token_cls", "image_cls", "audio_cls")},
            Outcome.UNSUPPORTED,
            "add_weighted_adapter refuses adapters whose task head is in modules_to_save ('Cannot add weighted "
            "adapters if they target the same module with modules_to_save')", f"{PEFT_SRC}/tuners/lora/model.py",
            {"peft": ">=0.14"}),
-    Expect({**P, "recipe": "compose_*", "method": "lora_mts"}, Outcome.UNSUPPORTED,
+    Expect({**PQ, "recipe": "compose_*", "method": "lora_mts"}, Outcome.UNSUPPORTED,
            "as above: LoRA with modules_to_save, on any task", f"{PEFT_SRC}/utils/other.py", {"peft": ">=0.18"}),
-    Expect({**P, "recipe": "compose_active", "method": ("ln_tuning", "shadow", "trainable_tokens", "adalora")},
+    Expect({**PQ, "recipe": "compose_active", "method": ("ln_tuning", "shadow", "trainable_tokens", "adalora")},
            Outcome.UNSUPPORTED,
            "the method refuses two active adapters (LN tuning: 'does not allow inference with more than one adapter'; "
            "ShadowPEFT: 'requires exactly one active adapter'; trainable tokens: 'Only disjunct token indices'; "
@@ -59,18 +61,19 @@ ENTRIES: list[Expect] = [
            "adapters' LoRA on GPT-2's fused Conv1D (LoRAMergedLinear) takes no composition block ('Invalid adapter "
            "setup. Cannot use Stack[cell, cell2] with LoRA')", f"{ADAPTERS_SRC}/methods/lora.py#L1065",
            {"adapters": ">=1.2"}),
-    Expect({"backend": (P["backend"], TP["backend"]), "recipe": ("switch", "switch_frozen"), "method": "adalora"},
+    Expect({"backend": (P["backend"], TP["backend"], "qlora"), "recipe": ("switch", "switch_frozen"),
+            "method": "adalora"},
            Outcome.UNSUPPORTED,
            "AdaLoRA refuses a second trainable adapter ('AdaLoraModel supports only 1 trainable adapter')",
            f"{PEFT_SRC}/tuners/adalora/model.py", {"peft": ">=0.18"}),
-    Expect({**P, "recipe": ("switch", "switch_frozen", "two_forwards", "eval_between"), "method": "alora",
+    Expect({**PQ, "recipe": ("switch", "switch_frozen", "two_forwards", "eval_between"), "method": "alora",
             "gc_mode": ("reentrant", "non_reentrant")}, Outcome.UNSUPPORTED,
            "aLoRA refuses a second forward before the backward with transformers' checkpointing on ('Multiple "
            "invocations of PEFT forward hooks before .backward() with enabled gradient checkpointing'): a forward per "
            "adapter (switch), the second view's (two_forwards), or eval_between's train-mode forward between steps, "
            "whose output is discarded without a backward, before the next step's", f"{PEFT_SRC}/tuners/lora/model.py",
            {"peft": ">=0.18"}),
-    Expect({**P, "recipe": ("switch", "switch_frozen"), "method": "shadow", "task": "seq_cls"}, Outcome.UNSUPPORTED,
+    Expect({**PQ, "recipe": ("switch", "switch_frozen"), "method": "shadow", "task": "seq_cls"}, Outcome.UNSUPPORTED,
            "ShadowPEFT refuses a second adapter when one uses sequence classification (its classifier is "
            "shared)", f"{PEFT_SRC}/tuners/shadow", {"peft": ">=0.21"}),
     # transformers' add_adapter (peft's inject_adapter_in_model underneath) refuses what needs a PeftModel
