@@ -138,8 +138,12 @@ def test_qlora_takes_peft_s_entries_of_the_same_cell_unquantized():
     model: prepare_kbit as gc_first where it hooks the input embeddings as get_peft_model does there (reentrant),
     else as adapter_first (nothing hooks them on transformers 4); unset as reentrant (the libraries' default); an
     8-bit variant as its method; an entry naming qlora wins."""
+    from harness import backends
     from harness.expectations import PEFT_FINDINGS
+    from harness.versions import installed
 
+    if backends.get("qlora").missing:
+        pytest.skip(backends.get("qlora").missing)
     cell = {"backend": "qlora", "arch": "llama", "method": "lora", "inputs": "masked", "task": "causal_lm",
             "recipe": "loop", "modality": "text"}
     for (gc_mode, order), (peft_gc, peft_order) in {
@@ -154,17 +158,21 @@ def test_qlora_takes_peft_s_entries_of_the_same_cell_unquantized():
             assert (why is None) == (peft_why is None)
             if why is not None:
                 assert peft_why.reason in why.reason
-    # peft's adapter_first reentrant loses the layers' gradients: borrowed
-    assert Outcome.MISSING_GRAD in expected({**cell, "gc_mode": "unset", "order": "adapter_first"},
-                                            calibrated=False)[0]
+    if installed("transformers").startswith("4."):
+        # peft's adapter_first reentrant loses the layers' gradients on transformers 4: borrowed
+        assert Outcome.MISSING_GRAD in expected({**cell, "gc_mode": "unset", "order": "adapter_first"},
+                                                calibrated=False)[0]
     # CLIP, which has no input embeddings to hook: peft's gc_first raises in enable_input_require_grads; the
     # non-reentrant prepare_kbit never calls it and trains
     clip = {**cell, "arch": "clip", "task": "contrastive", "gc_mode": "non_reentrant", "order": "prepare_kbit"}
     assert expected(clip, calibrated=False)[0] == (Outcome.EQUIVALENT,)
-    # qlora's own entry (prefix tuning's device map on the CPU) wins over what peft says of the cell
+    # qlora's own entry (prefix tuning's device map on the CPU; on 5, peft's refusal) wins over what peft says
     want, why = expected({**cell, "method": "prefix_tuning", "gc_mode": "non_reentrant", "order": "prepare_kbit"},
                          calibrated=False)
-    assert want == (Outcome.ERROR,) and "hf_device_map" in why.reason
+    if installed("transformers").startswith("4."):
+        assert want == (Outcome.ERROR,) and "hf_device_map" in why.reason
+    else:
+        assert want == (Outcome.UNSUPPORTED,) and why.match.get("backend") == "qlora"
 
 
 def test_transformers_peft_takes_peft_s_entries_of_the_other_order():

@@ -115,6 +115,15 @@ def reference_cells():
             yield backend, arch
 
 
+def plain_failure(cell: Cell) -> str | None:
+    """Why a reference cell cannot be one (an entry records its plain run as failing: transformers 5 quantizes a
+    head with a bias, the qlora backend's BERT and ViT), or None. The entry is strict in the matrix."""
+    from harness.expectations import expected
+
+    want, entry = expected(cell.fields())
+    return f"{cell.id}: a recorded plain failure: {entry.reason[:90]}" if want == (Outcome.ERROR,) else None
+
+
 def cell_of(backend: str, arch: str) -> Cell:
     spec = archs_for(backend)[arch]
     return Cell(backend, arch, METHOD[backend], "non_reentrant", spec.inputs[0], backends.get(backend).orders[0],
@@ -126,6 +135,8 @@ def cell_of(backend: str, arch: str) -> Cell:
 def test_each_fault_of_the_checkpoint_machinery_is_caught_with_its_outcome(monkeypatch, runner, backend, arch, fault):
     if backends.get(backend).missing:
         pytest.skip(backends.get(backend).missing)
+    if plain_failure(cell_of(backend, arch)):
+        pytest.skip(plain_failure(cell_of(backend, arch)))
     fake, outcomes = FAULTS[fault]
     patched = install_fault(monkeypatch, fake)
     assert "torch.utils.checkpoint" in patched and "transformers.modeling_utils" in patched, patched
@@ -153,7 +164,8 @@ def test_the_fault_is_installed_where_adapters_takes_checkpoint_from(monkeypatch
 def test_a_known_good_set_gives_identical_records_three_times():
     """No flakes, no false alarms: the healthy reference cells, each run by a fresh runner three times, give the same
     records but for their timing."""
-    cells = [cell_of(b, a) for b, a in reference_cells() if not backends.get(b).missing]
+    cells = [cell_of(b, a) for b, a in reference_cells()
+             if not backends.get(b).missing and not plain_failure(cell_of(b, a))]
     runs = []
     for _ in range(3):
         runner = Runner(Options())
@@ -251,8 +263,8 @@ def test_every_recipe_catches_faults_of_the_checkpoint_machinery(monkeypatch, ru
 def test_autocast_is_judged_at_float32s_tolerance(monkeypatch, runner, backend, fault):
     """bfloat16's tolerance (atol 1e-2) passed other dropout masks in the recompute: an autocast cell is judged at
     float32's, its rounding settled in float64 (the rerun without autocast still has the fault)."""
-    if backends.get(backend).missing:
-        pytest.skip(backends.get(backend).missing)
+    if backends.get(backend).missing or plain_failure(recipe_cell(backend, "autocast")):
+        pytest.skip(backends.get(backend).missing or plain_failure(recipe_cell(backend, "autocast")))
     assert runner.run_cell(recipe_cell(backend, "autocast"))["outcome"] == "equivalent"
     install_fault(monkeypatch, FAULTS[fault][0])
     r = runner.run_cell(recipe_cell(backend, "autocast"))
