@@ -38,7 +38,8 @@ def reference_cells(backend: str, recipe: str):
     ref = archs[be.reference_arch]
     method = next(iter(be.methods))
     where = [(ref, t) for t in dict.fromkeys([ref.primary_task, *ref.tasks])]
-    where += [(a, a.primary_task) for a in archs.values() if a is not ref]
+    others = [archs[a] for a in be.default_archs if a in archs] if be.default_archs else archs.values()
+    where += [(a, a.primary_task) for a in others if a is not ref]   # (a backend's own archs, where it names them)
     for arch, task in where:
         cell = next((c for order in reversed(be.orders) for c in _cells_of(
             backend, arch, [task], [recipe], [method], gc_mode=be.gc_modes[0], inputs=arch.inputs[0], order=order,
