@@ -386,11 +386,24 @@ def _image_extras(model, pixel_values, gen, required: list[str]) -> dict[str, An
 _TOKENS_PER_IMAGE: dict[tuple, int] = {}
 
 
+def _on_a_copy(model, fn):
+    """(`fn`, the model it runs in): for a quantized model, `fn` (a bound method of the model or of one of its
+    modules) bound to a copy of it. Asking the count runs an evaluation forward, which makes bitsandbytes repack a
+    4-bit weight for its CPU inference kernel for good (the qlora findings): not in the model under training."""
+    if not getattr(model, "is_quantized", False) or not isinstance(getattr(fn, "__self__", None), torch.nn.Module):
+        return fn, model
+    import copy
+
+    paths = {id(m): n for n, m in model.named_modules()}
+    twin = copy.deepcopy(model)
+    return getattr(twin.get_submodule(paths[id(fn.__self__)]), fn.__name__), twin
+
+
 def _image_tokens_per_image(model, pixel_values, extras, images: int, fn=None, arg: str = "pixel_values") -> int:
     """How many image-token placeholders each of `images` images takes: asked of the model's own
     get_image_features (the count is the model's: HunYuan-VL and HY-V4-VL add a token per row of patches); with
     `fn` and `arg`, of another media's (audio: :func:`_audio_fn`, input_features)."""
-    fn = fn or _image_fn(model)
+    fn, model = _on_a_copy(model, fn or _image_fn(model))
     params = inspect.signature(fn).parameters
     passes_on = any(p.kind is p.VAR_KEYWORD for p in params.values())   # VideoLLaMA3's merge sizes go through **kwargs
     kw = {k: v for k, v in extras.items() if k in params or passes_on}
@@ -399,9 +412,10 @@ def _image_tokens_per_image(model, pixel_values, extras, images: int, fn=None, a
             c = model.config
             kw[k] = getattr(c, k) if hasattr(c, k) else getattr(c.vision_config, k)
     was = model.training
-    model.eval()
+    quantized = getattr(model, "is_quantized", False)   # its copy (_on_a_copy): in train mode, where bitsandbytes
+    model.train(quantized)                               # repacks nothing (the tiny widths fail to), its RNG restored
     try:
-        with torch.no_grad():
+        with torch.no_grad(), torch.random.fork_rng(enabled=quantized):
             f = fn(**{arg: pixel_values}, **kw)
     finally:
         model.train(was)

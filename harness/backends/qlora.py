@@ -41,7 +41,8 @@ def quantization(method: str) -> dict:
 
 def load_quantized(model, quantization: dict):
     """`model` saved to a temporary directory and loaded back with BitsAndBytesConfig(**quantization), as a user loads
-    it from the hub (with the attention implementation it was built with, as a user passes attn_implementation).
+    it from the hub (with its config object, which holds the attention implementation it was built with: eager for
+    the aux_outputs recipe, as a user passes attn_implementation).
     Launched over several ranks, rank 0 writes the directory and every rank loads it, as a torchrun job reads one
     checkpoint (transformers 5's save_pretrained writes on rank 0 only)."""
     import tempfile
@@ -60,8 +61,8 @@ def load_quantized(model, quantization: dict):
             model.save_pretrained(where[0])
         if launched:
             dist.barrier()
-        loaded = type(model).from_pretrained(where[0], quantization_config=BitsAndBytesConfig(**quantization),
-                                             attn_implementation=model.config._attn_implementation)
+        loaded = type(model).from_pretrained(where[0], config=model.config,
+                                             quantization_config=BitsAndBytesConfig(**quantization))
         if launched:
             dist.barrier()   # every rank has read it before rank 0 removes it
         return loaded

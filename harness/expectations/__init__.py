@@ -68,6 +68,13 @@ def expected(cell_fields: dict, table: list[Expect] | None = None,
         from ..calibration import baseline_failure
 
         measured, stage = baseline_failure(cell_fields)
+        if measured is None and cell_fields.get("backend") == QLORA:
+            # no table of its own: peft's, of the model unquantized, where its plain run fails in training with an
+            # error (a task wrapper's forward; not a refusal, nor the adapter's layer types, which the quantized
+            # model has others of)
+            twin, twin_stage = baseline_failure({**cell_fields, "backend": "peft", **_as_qlora(cell_fields)})
+            if twin is not None and twin_stage == "train" and twin[0] == Outcome.ERROR.value:
+                measured, stage = twin, twin_stage
         if measured is not None:
             outcome, reason, link = measured
             failing = Expect({}, Outcome(outcome), reason, link)

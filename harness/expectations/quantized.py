@@ -18,6 +18,9 @@ NO_BNB_LAYER = ("adamss", "deft", "delora", "frod", "hra", "loha", "lokr", "osf"
 IN_PLACE_DELTA = ("c3a", "gralora", "poly")   # add their delta to the base layer's output in place
 BIASED = ("bert", "gpt2", "qwen2")            # of the archs run: a bias on the adapted Linear layers
 BIASED_HEAD = ("bert", "vit", "audio-spectrogram-transformer")   # ... a task head with a bias (its last parameter)
+# a sequence classifier with a dense layer before its output projection
+DENSE_HEAD = ("big_bird", "camembert", "convbert", "data2vec-text", "distilbert", "electra", "esm", "longformer",
+              "nystromformer", "roberta", "roberta-prelayernorm", "roformer", "xlm-roberta", "xmod", "yoso")
 
 ENTRIES: list[Expect] = [
     # ---- the plain run fails before anything else: a quantized task head ----------------------------------------
@@ -31,6 +34,30 @@ ENTRIES: list[Expect] = [
            "Qwen2's score) stays unquantized; 4.57.6 keeps BERT's (seen on 5.24.0: BERT, ViT, AST)",
            "https://github.com/huggingface/transformers/blob/v5.24.0/src/transformers/quantizers/base.py#L50",
            {**BNB, "transformers": ">=5"}, unless={"method": ("trainable_tokens", "glora", "psoft")}),
+    Expect({**Q, "arch": DENSE_HEAD, "task": "seq_cls"}, Outcome.ERROR,
+           "the sequence classifier is a head module with a dense layer before its output projection (RoBERTa's "
+           "ClassificationHead, DistilBERT's pre_classifier): transformers keeps unquantized only the module of the "
+           "model's last parameter, the output projection, so the dense layer is a Linear4bit, and peft's "
+           "modules_to_save of the head asks its uint8 weight to require grad ('only Tensors of floating point dtype "
+           "can require gradients'), every method, with or without checkpointing (seen on 4.57.6; BERT's head is one "
+           "Linear and trains)", "https://github.com/huggingface/transformers/blob/v4.57.6/src/transformers/"
+           "integrations/bitsandbytes.py", {**BNB, "transformers": "<5"}, unless={"method": ("trainable_tokens",
+                                                                                          "glora", "psoft")}),
+    Expect({**Q, "arch": ("longt5", "switch_transformers")}, Outcome.ERROR,
+           "T5's feed-forward casts its input to its output projection's dtype unless that is int8 "
+           "(hidden_states.to(self.wo.weight.dtype)); T5 keeps `wo` unquantized (_keep_in_fp32_modules = ['wo']), "
+           "LongT5 and Switch Transformers do not, so the input is cast to the Linear4bit's uint8 ('result type Float "
+           "can't be cast to the desired output type Byte'), with or without checkpointing (seen on 4.57.6)",
+           "https://github.com/huggingface/transformers/blob/v4.57.6/src/transformers/models/longt5/"
+           "modeling_longt5.py#L279", {**BNB, "transformers": "<5"}),
+    Expect({**Q, "arch": ("aria", "encoder-decoder", "gemma3n_text", "llama4", "longcat_flash", "nezha",
+                          "paligemma")}, Outcome.ERROR,
+           "the model's own code does not take a 4-bit base, with or without checkpointing: Aria multiplies by a "
+           "quantized weight itself ('self and mat2 must have the same dtype, but got Float and Byte'), Gemma 3n "
+           "casts to a quantized weight's dtype, Llama 4 and LongCat-Flash read their quantized expert weights' "
+           "shapes, PaliGemma builds its mask in a quantized weight's dtype, NEZHA and the encoder-decoder wrapper "
+           "fail while loading (seen on 4.57.6 over the zoo, LoRA; where in each model's code was not traced)",
+           BNB_DOCS, {**BNB, "transformers": "<5"}),
     # ---- refusals: the method's own error for a quantized layer --------------------------------------------------
     Expect({**Q, "method": ("glora", "psoft")}, Outcome.UNSUPPORTED,
            "the method refuses a quantized base layer when it is added: GLoRA 'Target module Linear4bit(...) is not a "
