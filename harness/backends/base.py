@@ -103,7 +103,7 @@ class Backend:
     arch_support: Callable[[ArchSpec], str | None] = lambda arch: None
     missing: str | None = None   # why the library cannot be imported, if it cannot
     quantized: bool = False   # the base model is loaded quantized (qlora): prepare_kbit is its users' way
-    no_float64: str = ""   # why a float64 rerun cannot settle rounding (layers that compute in float32 whatever the dtype)
+    no_float64: str = ""   # why a float64 rerun cannot settle rounding (layers computing in float32 whatever the dtype)
     reference_arch: str = "bert"  # where the default tier tries every method and axis value
     every_arch_in_default: bool = True   # the default tier tries every arch once (not where another backend does)
     default_archs: tuple[str, ...] = ()   # ... or, given, only these archs besides the reference arch

@@ -106,7 +106,8 @@ ENTRIES: list[Expect] = [
     Expect({**P, "method": ("prefix_tuning", "cartridge"), "arch": ("bert",)}, Outcome.UNSUPPORTED,
            "transformers 5 dropped the key/value cache from BERT: peft refuses prefix tuning without past key values",
            f"{PEFT_SRC}/peft_model.py", {"peft": ">=0.14", "transformers": ">=5"}),
-    Expect({**P, "method": ("prefix_tuning", "cartridge"), "order": "gc_first", "gc_mode": ("non_reentrant", "reentrant")},
+    Expect({**P, "method": ("prefix_tuning", "cartridge"), "order": "gc_first",
+            "gc_mode": ("non_reentrant", "reentrant")},
            Outcome.UNSUPPORTED,
            "peft refuses prefix tuning / cartridges on a model that already checkpoints (transformers' switch: "
            "is_gradient_checkpointing; torch's wrapper sets nothing it reads, findings_launch)",
