@@ -11,9 +11,10 @@ BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_do
   then ``peft_model.gradient_checkpointing_enable(...)``, as Trainer enables it on the model it is given.
 
 The plain run prepares the model with ``use_gradient_checkpointing=False``. The methods are the peft backend's; a
-method peft cannot put on bitsandbytes' layers is `unsupported` with peft's own refusal ("Target module
-Linear4bit(...) is not supported"). bitsandbytes computes in ``bnb_4bit_compute_dtype``, float32, whatever the
-model's dtype: a float64 rerun cannot settle rounding (docs/outcomes.md, the float64 settle).
+method peft refuses on bitsandbytes' layers is `unsupported` with its refusal (GLoRA, PSOFT), one it accepts and
+fails with is a recorded plain failure (harness/expectations/quantized.py). bitsandbytes computes in
+``bnb_4bit_compute_dtype``, float32, whatever the model's dtype: a float64 rerun cannot settle rounding
+(docs/outcomes.md, the float64 settle).
 """
 from __future__ import annotations
 
