@@ -53,8 +53,7 @@ class Probe:
     def watch(self, model, named):
         """The run trains `named` (name, parameter) of `model`: hook the modules that hold them."""
         ids = {id(p) for _, p in named}
-        paths = {_runs(model, n.rpartition(".")[0])
-                 for n, p in model.named_parameters(remove_duplicate=False) if id(p) in ids}
+        paths = {n.rpartition(".")[0] for n, p in model.named_parameters(remove_duplicate=False) if id(p) in ids}
         self._watching = [model.get_submodule(path).register_forward_pre_hook(self._holder) for path in paths]
 
     def _holder(self, module, args):
@@ -154,13 +153,3 @@ class Probe:
         if self.in_backward:
             self.in_backward = False
             self._hooks(False)
-
-
-def _runs(model, path: str) -> str:
-    """The path of the module that runs with the tensors held at `path`: the module itself, or, where it is a
-    container that is never called (peft's per-adapter ParameterDict of IA3, VeRA, AdaLoRA), the closest ancestor
-    that is not one."""
-    containers = (torch.nn.ParameterDict, torch.nn.ParameterList, torch.nn.ModuleDict, torch.nn.ModuleList)
-    while path and isinstance(model.get_submodule(path), containers):
-        path = path.rpartition(".")[0]
-    return path

@@ -132,7 +132,7 @@ def script(cell_id: str, options: run.Options | None = None, with_outcome: bool 
             f"WORLD, DDP_KWARGS = {launch.WORLD!r}, {launch.DDP_KWARGS!r}\n\n\n") + "\n\n".join(
         _strip_imports(inspect.getsource(obj)) for obj in (
         train.CellTimeout, train.time_limit, train._raise_timeout, probe.RunawayRecompute, probe._address, probe.Probe,
-        probe._runs, train._grads,
+        train._grads,
         train._snapshot, train._final, train.seed_torch,
         train._one_line, train.default_float, train.train_recipe, train.trainable, train.train_loop,
         train.train_by_trainer, train.autocast, train.judged_dtype, train.aux_outputs_on, train.NoAuxOutputs,

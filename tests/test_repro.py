@@ -31,7 +31,7 @@ SAMPLE = [
     "adapters-bert-lora-non_reentrant-masked-adapter_first-trainer",   # equivalent: AdapterTrainer
     "qlora-llama-lora-unset-masked-adapter_first",   # gc_error: a 4-bit base saved and loaded quantized in the script
     "peft-llama-lora-reentrant-masked-prepare_kbit",   # not_checkpointed: prepare_model_for_kbit_training, unquantized
-    "peft-llama-ia3-torch_reentrant-masked-gc_first",  # gc_error: IA3's ParameterDict, the probe's holder of it
+    "peft-llama-ia3-torch_reentrant-masked-gc_first",  # missing_grad: IA3 under torch's reentrant wrapper, a causal LM
 ]
 
 

@@ -42,6 +42,11 @@ IN_FRONT = ("prompt_tuning", "p_tuning", "multitask_prompt_tuning", "cpt", "trai
 # layer passes `past_key_values`, which it takes in **kwargs and ignores: the DynamicCache is never written
 # (adapters#824), so there is nothing for a recompute to write twice and the cache entries do not hold for it
 UNCACHED = {"backend": "adapters", "arch": "llama"}
+# peft methods whose trainable tensors live in per-adapter ParameterDicts (the probe watches the modules holding a
+# trainable tensor, and a ParameterDict is never called)
+HELD_IN_DICTS = ("adamss", "beft", "boft", "c3a", "deft", "delora", "fourierft", "frod", "gralora", "hira", "hra",
+                 "ia3", "loha", "lokr", "miss", "osf", "pvera", "pvera_seeded", "randlora", "road", "shira",
+                 "supertuning", "tinylora", "unilora", "vblora", "vera", "waveft")
 TWO_FORWARDS = ("two_forwards", "switch", "switch_frozen")   # the recipes that run two forwards before one backward
 # where peft never makes the layers' inputs require grad, no layer is recomputed (the general findings' entry)
 NO_RECOMPUTE = {"backend": "peft", "gc_mode": "reentrant", "order": "adapter_first"}
@@ -199,6 +204,16 @@ ENTRIES: list[Expect] = [
            "grad, which is what enable_input_require_grads would have done, and the reentrant wrapper trains the "
            "layers' norms too (seen on 4.57.6, every recipe of one adapter)",
            f"{PEFT_SRC}/tuners/ln_tuning/model.py", {"peft": ">=0.14"}),
+    Expect({**P, "gc_mode": "torch_reentrant", "method": HELD_IN_DICTS, "task": ("causal_lm", "seq2seq_lm",
+                                                                                "feature"), "parallel": "single"},
+           Outcome.MISSING_GRAD,
+           f"{NO_INPUT_GRADS}; the loss of a causal LM then has no gradient, as for LoRA (gc_error), but these "
+           "methods hold their tensors in per-adapter ParameterDicts, which are never called, and the harness skips "
+           "a step at which no module holding a trainable tensor ran (LayerDrop's, probe.Probe.watch): the step "
+           "counts as one that trained nothing and the adapters show no gradient at all. The same loss as the "
+           "entry below, reported otherwise; watching the modules that run with them instead made LayerDrop's "
+           "all-decoder-dropped steps of encoder-decoders plain failures (seen on 4.57.6 and 5.24.0, Llama)",
+           f"{PEFT_SRC}/peft_model.py#L184", {"peft": ">=0.14"}),
     Expect({**P, "gc_mode": "torch_reentrant", "method": ("adalora", "ln_tuning", "lora_mts"), "parallel": "single"},
            Outcome.MISSING_GRAD,
            f"{NO_INPUT_GRADS}; something after the layers trains, so the loss has a gradient even for a causal LM "
