@@ -403,7 +403,8 @@ def _image_tokens_per_image(model, pixel_values, extras, images: int, fn=None, a
     """How many image-token placeholders each of `images` images takes: asked of the model's own
     get_image_features (the count is the model's: HunYuan-VL and HY-V4-VL add a token per row of patches); with
     `fn` and `arg`, of another media's (audio: :func:`_audio_fn`, input_features)."""
-    fn, model = _on_a_copy(model, fn or _image_fn(model))
+    fn, counted = _on_a_copy(model, fn or _image_fn(model))
+    copied, model = counted is not model, counted
     params = inspect.signature(fn).parameters
     passes_on = any(p.kind is p.VAR_KEYWORD for p in params.values())   # VideoLLaMA3's merge sizes go through **kwargs
     kw = {k: v for k, v in extras.items() if k in params or passes_on}
@@ -412,10 +413,9 @@ def _image_tokens_per_image(model, pixel_values, extras, images: int, fn=None, a
             c = model.config
             kw[k] = getattr(c, k) if hasattr(c, k) else getattr(c.vision_config, k)
     was = model.training
-    quantized = getattr(model, "is_quantized", False)   # its copy (_on_a_copy): in train mode, where bitsandbytes
-    model.train(quantized)                               # repacks nothing (the tiny widths fail to), its RNG restored
-    try:
-        with torch.no_grad(), torch.random.fork_rng(enabled=quantized):
+    model.train(copied)   # a quantized model's copy (_on_a_copy): in train mode, where bitsandbytes repacks nothing
+    try:                  # (the tiny widths fail to), its RNG restored
+        with torch.no_grad(), torch.random.fork_rng(enabled=copied):
             f = fn(**{arg: pixel_values}, **kw)
     finally:
         model.train(was)

@@ -17,7 +17,7 @@ is consulted first but only decides where no entry explains the plain run's fail
 """
 from __future__ import annotations
 
-from ..backends.base import BEFORE_ADAPTER
+from ..backends.base import BEFORE_ADAPTER, KBIT_ORDER, UNSET
 from ..backends.qlora import EIGHT_BIT
 from ..outcomes import Outcome
 from . import (findings_general, findings_launch, findings_models, findings_recipes, first, plain_failures,
@@ -108,8 +108,7 @@ AS_PEFT = ("as peft's {order} (transformers' gradient_checkpointing_enable calls
            "an adapter added after checkpointing gets no such call, as after peft's own gradient_checkpointing_enable: "
            "cases/transformers_add_adapter_after_checkpointing_reentrant.py): ")
 AS_PEFT_UNQUANTIZED = ("as peft's {order} {gc_mode} on the model unquantized (prepare_model_for_kbit_training hooks "
-                       "the "
-                       "input embeddings (enable_input_require_grads) where use_reentrant is True or left out, which "
+                       "the input embeddings (enable_input_require_grads) where use_reentrant is True or left out, which "
                        "is reentrant, as get_peft_model does on a checkpointing model in gc_first, and PeftModel skips "
                        "its own call on a quantized model: with non-reentrant checkpointing nothing hooks them unless "
                        "transformers 5's gradient_checkpointing_enable does, as in peft's adapter_first; the plain "
@@ -126,8 +125,8 @@ def _as_qlora(cell: dict) -> dict:
     """prepare_kbit hooks the input embeddings as peft's gc_first does, for reentrant modes; otherwise as its
     adapter_first (nothing but transformers 5 hooks them); unset is reentrant; an 8-bit variant is its method."""
     gc_mode, order, method = cell.get("gc_mode"), cell.get("order"), cell.get("method")
-    gc_mode = {"unset": "reentrant"}.get(gc_mode, gc_mode)
-    if order == "prepare_kbit":
+    gc_mode = {UNSET: "reentrant"}.get(gc_mode, gc_mode)
+    if order == KBIT_ORDER:
         order = "gc_first" if gc_mode == "reentrant" else "adapter_first"
     return {"order": order, "gc_mode": gc_mode, "method": getattr(EIGHT_BIT.get(method), "name", method)}
 
